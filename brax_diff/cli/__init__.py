@@ -1,0 +1,52 @@
+"""The `brax-diff` command line. Library code lives outside this package; each command
+module only parses flags, calls the library and prints."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..errors import BraxDiffError
+from . import extract, history, report, verify
+
+app = typer.Typer(
+    name="brax-diff",
+    help="Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for module in (extract, report, verify, history):
+    module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: a BraxDiffError becomes one line on stderr and its exit code."""
+    try:
+        app(args=argv, standalone_mode=False, prog_name="brax-diff")
+    except BraxDiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:  # click's own usage errors already printed their line
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # click usage errors (bad option, missing argument)
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, click.exceptions.Abort):
+            print("error: aborted", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Output helpers shared by the commands: JSON to stdout, rich tables for people."""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from ..facts import Extraction, dumps
+from ..vocabulary import KEYS, TOPICS
+
+FORMATS = ("table", "json")
+
+
+def stdout_console() -> Console:
+    return Console(soft_wrap=True, highlight=False)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def format_value(value) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def print_json(data) -> None:
+    sys.stdout.write(dumps(data))
+
+
+def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
+    extractions = list(extractions)
+    if fmt == "json":
+        payload = [e.to_json() for e in extractions]
+        print_json(payload[0] if len(payload) == 1 else payload)
+        return
+    console = stdout_console()
+    order = {name: i for i, (name, _) in enumerate(TOPICS)}
+    for extraction in extractions:
+        scope = ", ".join(f"{k}={v}" for k, v in sorted(extraction.scope.items()) if v is not None) or "defaults"
+        sources = "; ".join(f"{name} {src.commit[:12]} ({src.date})" for name, src in sorted(extraction.sources.items()))
+        table = Table(title=f"{extraction.side}: {scope}", caption=sources, title_justify="left")
+        table.add_column("key")
+        table.add_column("value")
+        table.add_column("from")
+        keys = sorted(extraction.facts, key=lambda k: (order.get(KEYS[k].topic if k in KEYS else "", 99), k))
+        for key in keys:
+            fact = extraction.facts[key]
+            where = ", ".join(f"{p.path}:{p.line}" for p in fact.provenance[:3])
+            if len(fact.provenance) > 3:
+                where += f" (+{len(fact.provenance) - 3})"
+            value = format_value(fact.value)
+            if fact.declared is not None and fact.declared != fact.value:
+                value += f" (declared {format_value(fact.declared)})"
+            table.add_row(key, value, where)
+        console.print(table)
+        for finding in sorted(extraction.findings, key=lambda f: f.sort_key()):
+            where = ", ".join(f"{p.path}:{p.line}" for p in finding.provenance)
+            console.print(f"[bold]{finding.severity}[/bold] {finding.kind}: {finding.message}"
+                          + (f" ({where})" if where else ""))

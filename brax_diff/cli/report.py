@@ -1,0 +1,9 @@
+"""`brax-diff report`: not built yet (see the issue tracker)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""

@@ -1,0 +1,82 @@
+"""Settings: defaults, then one provider per file, then command-line flags.
+
+Later providers win: defaults < ``[tool.brax-diff]`` in ./pyproject.toml <
+./brax-diff.toml (top-level keys, or its own ``[tool.brax-diff]`` table) < flags.
+Keys may be written with dashes or underscores (``brax-repo`` or ``brax_repo``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .sources import DEFAULT_URLS
+
+
+@dataclass(frozen=True)
+class Settings:
+    brax_repo: str = DEFAULT_URLS["brax"]  # local path or URL of google/brax
+    playground_repo: str = DEFAULT_URLS["playground"]  # ... of google-deepmind/mujoco_playground
+    slm_repo: str = "."  # users run brax-diff inside their SLM-Lab checkout
+    brax_ref: str = "main"
+    playground_ref: str = "main"
+    slm_ref: str = "HEAD"
+    spec: str = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"  # SLM-Lab spec file
+    rules: str | None = None  # a rules YAML replacing or extending the shipped table
+    mapping: str | None = None  # a variant -> family/env mapping file replacing the shipped one
+    cache_dir: str | None = None  # where URL clones and caches live
+    reports_dir: str = "reports"
+
+    def merged(self, values: dict[str, Any], origin: str) -> "Settings":
+        known = {f.name: f for f in fields(self)}
+        clean: dict[str, Any] = {}
+        for raw_key, value in values.items():
+            key = raw_key.replace("-", "_")
+            if key not in known:
+                raise ConfigError(f"{origin}: unknown setting {raw_key!r} "
+                                  f"(known: {', '.join(sorted(known))})")
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{origin}: setting {raw_key!r} must be a string")
+            clean[key] = value
+        return replace(self, **clean)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def pyproject_provider(directory: Path) -> dict[str, Any]:
+    path = directory / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    return _read_toml(path).get("tool", {}).get("brax-diff", {})
+
+
+def brax_diff_toml_provider(directory: Path) -> dict[str, Any]:
+    path = directory / "brax-diff.toml"
+    if not path.is_file():
+        return {}
+    data = _read_toml(path)
+    return data.get("tool", {}).get("brax-diff", data)
+
+
+PROVIDERS = (("pyproject.toml [tool.brax-diff]", pyproject_provider),
+             ("brax-diff.toml", brax_diff_toml_provider))
+
+
+def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
+    """Settings for a run in ``directory`` (default: cwd); ``flags`` set to None are ignored."""
+    directory = directory or Path.cwd()
+    settings = Settings()
+    for origin, provider in PROVIDERS:
+        values = provider(directory)
+        if not isinstance(values, dict):
+            raise ConfigError(f"{origin}: expected a table of settings")
+        settings = settings.merged(values, origin)
+    return settings.merged({k: v for k, v in flags.items() if v is not None}, "command line")

@@ -1,0 +1,209 @@
+"""Canonical facts: values extracted from code, each with the lines they come from.
+
+A :class:`Fact` is one canonical key's value on one side, in one scope, with its
+provenance. An :class:`Extraction` is what an extractor returns for one scope; its JSON
+form is the tool's machine contract::
+
+    {"side": "brax",
+     "sources": {"brax": {"repo": ..., "commit": ..., "date": ...}, ...},
+     "scope": {"family": ..., "env": ...},
+     "facts": {KEY: {"value": V, "provenance": [{"repo", "commit", "path", "line"}]}},
+     "findings": [{"kind", "severity", "message", "provenance": [...]}]}
+
+Everything here is plain data: JSON-native values, sorted on output, no timestamps
+other than the commit dates of the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+JSONValue = Any  # None | bool | int | float | str | list[JSONValue]
+
+# Finding severities. ERROR: the inputs contradict themselves (a spec naming code that
+# does not exist); WARNING: something the tool could not read, or a dead override;
+# INFO: worth knowing, changes nothing.
+SEVERITIES = ("ERROR", "WARNING", "INFO")
+
+
+@dataclass(frozen=True, order=True)
+class Provenance:
+    """One line a value comes from: ``repo`` is the repository's web URL."""
+
+    repo: str
+    commit: str
+    path: str
+    line: int
+
+    @property
+    def url(self) -> str:
+        """A link to the line, e.g. ``https://github.com/google/brax/blob/SHA/PATH#L12``."""
+        return f"{self.repo.rstrip('/')}/blob/{self.commit}/{self.path}#L{self.line}"
+
+    def to_json(self) -> dict:
+        return {"repo": self.repo, "commit": self.commit, "path": self.path, "line": self.line}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Provenance":
+        return cls(data["repo"], data["commit"], data["path"], int(data["line"]))
+
+
+def _sorted_provenance(items: Iterable[Provenance]) -> tuple[Provenance, ...]:
+    return tuple(sorted(set(items)))
+
+
+@dataclass(frozen=True)
+class Fact:
+    """The effective value of one canonical key.
+
+    ``declared`` is the value as written when the code adjusts it before use (SLM-Lab
+    rounds ``minibatch_size``, say); ``note`` says briefly how the value was derived.
+    A derived fact lists the provenance of all its inputs.
+    """
+
+    key: str
+    value: JSONValue
+    provenance: tuple[Provenance, ...] = ()
+    note: str | None = None
+    declared: JSONValue = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", normalize_value(self.value))
+        object.__setattr__(self, "provenance", _sorted_provenance(self.provenance))
+
+    def to_json(self) -> dict:
+        out: dict = {"value": self.value, "provenance": [p.to_json() for p in self.provenance]}
+        if self.note:
+            out["note"] = self.note
+        if self.declared is not None:
+            out["declared"] = normalize_value(self.declared)
+        return out
+
+    @classmethod
+    def from_json(cls, key: str, data: dict) -> "Fact":
+        return cls(
+            key=key,
+            value=data.get("value"),
+            provenance=tuple(Provenance.from_json(p) for p in data.get("provenance", [])),
+            note=data.get("note"),
+            declared=data.get("declared"),
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about the inputs themselves: a dead override branch, a spec naming code
+    that does not exist, a code pattern no longer found at a ref."""
+
+    kind: str
+    severity: str
+    message: str
+    provenance: tuple[Provenance, ...] = ()
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown finding severity {self.severity!r}")
+        object.__setattr__(self, "provenance", _sorted_provenance(self.provenance))
+
+    def to_json(self) -> dict:
+        out = {
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            "provenance": [p.to_json() for p in self.provenance],
+        }
+        if self.key:
+            out["key"] = self.key
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        return cls(
+            kind=data["kind"],
+            severity=data["severity"],
+            message=data["message"],
+            provenance=tuple(Provenance.from_json(p) for p in data.get("provenance", [])),
+            key=data.get("key"),
+        )
+
+    def sort_key(self) -> tuple:
+        return (SEVERITIES.index(self.severity), self.kind, self.message)
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """A repository resolved at a ref: web URL, full commit sha, commit date (ISO 8601)."""
+
+    repo: str
+    commit: str
+    date: str
+    ref: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"repo": self.repo, "commit": self.commit, "date": self.date}
+        if self.ref is not None:
+            out["ref"] = self.ref
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SourceInfo":
+        return cls(data["repo"], data["commit"], data["date"], data.get("ref"))
+
+
+@dataclass
+class Extraction:
+    """Everything one extractor found for one scope of one side."""
+
+    side: str
+    sources: dict[str, SourceInfo]
+    scope: dict[str, JSONValue]
+    facts: dict[str, Fact] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, fact: Fact) -> Fact:
+        self.facts[fact.key] = fact
+        return fact
+
+    def find(self, finding: Finding) -> None:
+        if finding not in self.findings:
+            self.findings.append(finding)
+
+    def value(self, key: str, default: JSONValue = None) -> JSONValue:
+        fact = self.facts.get(key)
+        return default if fact is None else fact.value
+
+    def to_json(self) -> dict:
+        return {
+            "side": self.side,
+            "sources": {name: src.to_json() for name, src in sorted(self.sources.items())},
+            "scope": dict(sorted(self.scope.items())),
+            "facts": {key: self.facts[key].to_json() for key in sorted(self.facts)},
+            "findings": [f.to_json() for f in sorted(self.findings, key=Finding.sort_key)],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Extraction":
+        return cls(
+            side=data["side"],
+            sources={k: SourceInfo.from_json(v) for k, v in data.get("sources", {}).items()},
+            scope=dict(data.get("scope", {})),
+            facts={k: Fact.from_json(k, v) for k, v in data.get("facts", {}).items()},
+            findings=[Finding.from_json(f) for f in data.get("findings", [])],
+        )
+
+
+def normalize_value(value: Any) -> JSONValue:
+    """Make a value JSON-native: tuples become lists, integral floats stay floats."""
+    if isinstance(value, (list, tuple)):
+        return [normalize_value(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"fact values must be JSON-native, got {type(value).__name__}")
+
+
+def dumps(data: Any) -> str:
+    """The one JSON encoding brax-diff writes: sorted keys, 2-space indent, final newline."""
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,131 @@
+"""The canonical vocabulary: the keys both sides are mapped onto before comparison.
+
+Each key is declared once, here, with its topic (the report section it belongs to), its
+kind of value, its unit and what it means. Extractors may only emit these keys; the
+comparison, the rules and the report all speak this vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    topic: str  # one of TOPICS
+    kind: str  # "int" | "float" | "bool" | "enum" | "list" | "str"
+    unit: str  # "" when dimensionless
+    doc: str
+    choices: tuple[str, ...] = ()  # for kind == "enum"
+
+
+# The reference report's 13 topics, in its order.
+TOPICS: tuple[tuple[str, str], ...] = (
+    ("batch", "Batch collection"),
+    ("reward", "Reward scaling"),
+    ("observations", "Observation normalization"),
+    ("value", "Value function"),
+    ("advantages", "GAE and advantages"),
+    ("lr_schedule", "Learning-rate schedule"),
+    ("entropy", "Entropy"),
+    ("gradient_clipping", "Gradient clipping"),
+    ("action_distribution", "Action distribution"),
+    ("initialization", "Initialization"),
+    ("architecture", "Architecture"),
+    ("clip_epsilon", "Clipping epsilon"),
+    ("discount", "Discount"),
+)
+TOPIC_TITLES = dict(TOPICS)
+
+_KEYS = (
+    # -- batch collection ----------------------------------------------------------
+    Key("num_envs", "batch", "int", "envs", "Environments stepped in parallel during collection."),
+    Key("unroll_length", "batch", "int", "env steps",
+        "Sequential env steps in one unroll of every env (Brax `unroll_length`, SLM-Lab `time_horizon`)."),
+    Key("unrolls_per_update", "batch", "int", "unrolls",
+        "Sequential unrolls collected, env state rolling forward, before one update."),
+    Key("transitions_per_update", "batch", "int", "transitions",
+        "Transitions in the batch one update trains on: num_envs x unroll_length x unrolls_per_update."),
+    Key("epochs_per_update", "batch", "int", "passes",
+        "Passes over the batch per update (Brax `num_updates_per_batch`, SLM-Lab `training_epoch`)."),
+    Key("minibatches_per_epoch", "batch", "int", "minibatches", "Minibatches the batch is split into per pass."),
+    Key("minibatch_transitions", "batch", "int", "transitions", "Transitions in one minibatch."),
+    Key("gradient_steps_per_update", "batch", "int", "steps",
+        "Optimizer steps per update: epochs_per_update x minibatches_per_epoch."),
+    Key("gae_horizon", "advantages", "int", "env steps", "Length of the segments GAE runs over."),
+    # -- reward --------------------------------------------------------------------
+    Key("reward_scale", "reward", "float", "", "Multiplier on rewards before GAE."),
+    Key("reward_scale_site", "reward", "enum", "", "Where the reward multiplier is applied.",
+        ("loss", "env", "none")),
+    # -- observations ---------------------------------------------------------------
+    Key("obs_normalization", "observations", "bool", "", "Observations standardized by running statistics."),
+    Key("obs_norm_method", "observations", "enum", "", "How the running statistics are kept.",
+        ("welford", "ema", "none")),
+    Key("obs_norm_std_eps", "observations", "float", "", "Epsilon added to the std (or variance) when normalizing."),
+    Key("obs_clip", "observations", "float", "std units",
+        "Normalized observations are clipped to [-obs_clip, obs_clip]; null when not clipped."),
+    # -- value function -------------------------------------------------------------
+    Key("value_loss", "value", "enum", "", "Form of the value loss.", ("mse", "huber", "distributional")),
+    Key("value_loss_coef", "value", "float", "",
+        "Multiplier on the mean squared value error in the total loss (Brax's `0.5 * vf_loss_coefficient` "
+        "counts as the product)."),
+    Key("value_clipping", "value", "float", "",
+        "Clip range of the value prediction around the old value; null when unclipped."),
+    Key("value_target_normalization", "value", "bool", "", "Value targets normalized by running return statistics."),
+    Key("value_hidden_layers", "architecture", "list", "units", "Hidden layer widths of the value network."),
+    Key("bootstrap_on_timeout", "value", "bool", "", "Truncated episodes bootstrap from the value of the last state."),
+    # -- advantages ------------------------------------------------------------------
+    Key("gae_lambda", "advantages", "float", "", "GAE lambda."),
+    Key("discount", "discount", "float", "", "Discount factor gamma."),
+    Key("advantage_normalization", "advantages", "bool", "", "Advantages standardized before the policy loss."),
+    Key("advantage_normalization_scope", "advantages", "enum", "",
+        "What the advantage mean and std are computed over.", ("minibatch", "batch")),
+    # -- optimizer --------------------------------------------------------------------
+    Key("learning_rate", "lr_schedule", "float", "", "Adam's (initial) learning rate."),
+    Key("lr_schedule", "lr_schedule", "enum", "", "How the learning rate moves during training.",
+        ("constant", "linear_decay", "adaptive_kl", "cosine", "other")),
+    Key("lr_final_factor", "lr_schedule", "float", "",
+        "Final learning rate as a fraction of the initial one (1.0 when constant)."),
+    Key("adam_eps", "lr_schedule", "float", "", "Adam's epsilon."),
+    Key("max_grad_norm", "gradient_clipping", "float", "",
+        "Gradients clipped to this global norm; null when not clipped."),
+    # -- entropy ----------------------------------------------------------------------
+    Key("entropy_coef", "entropy", "float", "", "Entropy bonus coefficient (initial value when scheduled)."),
+    Key("entropy_schedule", "entropy", "enum", "", "How the entropy coefficient moves.",
+        ("constant", "linear_decay", "other")),
+    # -- policy -----------------------------------------------------------------------
+    Key("action_distribution", "action_distribution", "enum", "", "The policy's action distribution.",
+        ("normal", "tanh_normal")),
+    Key("std_state_dependent", "action_distribution", "bool", "",
+        "The std is an output of the policy network (else a state-independent parameter)."),
+    Key("std_transform", "action_distribution", "enum", "", "How the raw std parameter becomes the std.",
+        ("softplus", "exp", "clamped_exp", "other")),
+    Key("std_min", "action_distribution", "float", "", "Smallest std (the std value, not log-std)."),
+    Key("std_max", "action_distribution", "float", "",
+        "Largest std (the std value, not log-std); null when unbounded."),
+    Key("policy_hidden_layers", "architecture", "list", "units", "Hidden layer widths of the policy network."),
+    Key("activation", "architecture", "enum", "",
+        "Hidden activation (swish and SiLU are one name: `silu`).", ("silu", "relu", "tanh", "elu", "other")),
+    Key("kernel_init", "initialization", "enum", "", "Initializer of the hidden layers' weights.",
+        ("lecun_uniform", "orthogonal", "xavier_uniform", "kaiming_uniform", "other")),
+    Key("shared_network", "architecture", "bool", "", "Policy and value share a torso."),
+    # -- ppo --------------------------------------------------------------------------
+    Key("clip_epsilon", "clip_epsilon", "float", "", "PPO's probability-ratio clip range."),
+)
+
+KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
+
+
+def topic_of(key: str) -> str:
+    return KEYS[key].topic
+
+
+def keys_in_topic(topic: str) -> list[str]:
+    return [k.name for k in _KEYS if k.topic == topic]
+
+
+def canonical_activation(name: str) -> str:
+    """One name per activation: swish and SiLU are the same function."""
+    lowered = name.lower().rstrip("_")
+    return {"swish": "silu", "silu": "silu", "relu": "relu", "tanh": "tanh", "elu": "elu"}.get(lowered, lowered)

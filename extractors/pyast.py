@@ -1,0 +1,175 @@
+"""Static reading of Python source with libcst: nothing upstream is imported or run.
+
+:class:`PyModule` parses a file once and answers the questions extractors ask: where is
+function ``f``, what are its signature defaults, what literal does this expression
+denote, on which line is this node. :func:`literal` evaluates the small constant
+language upstream configs are written in (numbers with underscores, ``1e-3``, tuples,
+``(32,) * 4``, strings, True/False/None, arithmetic on those).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+
+class NotLiteral(ValueError):
+    """The expression is not a constant the static evaluator understands."""
+
+
+@dataclass(frozen=True)
+class Located:
+    """A value and the 1-based line it was read from."""
+
+    value: Any
+    line: int
+    node: cst.CSTNode | None = None
+
+
+class PyModule:
+    """One parsed Python file with line positions."""
+
+    def __init__(self, source: str, path: str = "<string>") -> None:
+        self.path = path
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError as exc:
+            raise SyntaxError(f"{path}: cannot parse: {exc.message} (line {exc.raw_line})") from None
+        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        self.module = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    def walk(self, matcher: m.BaseMatcherNode | None = None) -> Iterator[cst.CSTNode]:
+        """Every node (in source order) that the matcher accepts."""
+        for node in self.positions:  # PositionProvider visits in source order
+            if matcher is None or m.matches(node, matcher):
+                yield node
+
+    def functions(self, name: str) -> list[cst.FunctionDef]:
+        return [n for n in self.walk(m.FunctionDef(name=m.Name(name)))]  # type: ignore[misc]
+
+    def function(self, name: str) -> cst.FunctionDef | None:
+        """The first ``def name(...)`` anywhere in the module, or None."""
+        found = self.functions(name)
+        return found[0] if found else None
+
+    def classes(self, name: str) -> list[cst.ClassDef]:
+        return [n for n in self.walk(m.ClassDef(name=m.Name(name)))]  # type: ignore[misc]
+
+    def signature_defaults(self, fn: cst.FunctionDef) -> dict[str, Located]:
+        """Parameter name -> its default (evaluated when literal, else the source text)."""
+        out: dict[str, Located] = {}
+        params = fn.params
+        for param in (*params.params, *params.kwonly_params):
+            if param.default is None:
+                continue
+            out[param.name.value] = Located(self.literal_or_code(param.default), self.line(param), param.default)
+        return out
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node).strip()
+
+    def literal_or_code(self, node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
+        """The literal value, or ``Code('...')`` wrapping the source text when not literal."""
+        try:
+            return literal(node, names)
+        except NotLiteral:
+            return Code(self.code(node))
+
+
+@dataclass(frozen=True)
+class Code:
+    """An expression that is not a literal, kept as its source text."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+_BINARY = {
+    cst.Add: operator.add,
+    cst.Subtract: operator.sub,
+    cst.Multiply: operator.mul,
+    cst.Divide: operator.truediv,
+    cst.FloorDivide: operator.floordiv,
+    cst.Power: operator.pow,
+    cst.Modulo: operator.mod,
+}
+
+
+def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
+    """Evaluate a constant expression; ``names`` resolves bare names (module constants).
+
+    Raises :class:`NotLiteral` for anything else (calls, attributes, comprehensions).
+    """
+    if isinstance(node, cst.Integer):
+        return int(node.value.replace("_", ""), 0)
+    if isinstance(node, cst.Float):
+        return float(node.value.replace("_", ""))
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        if isinstance(value, bytes):
+            raise NotLiteral("bytes")
+        return value
+    if isinstance(node, cst.Name):
+        if node.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.value]
+        if names is not None and node.value in names:
+            return names[node.value]
+        raise NotLiteral(node.value)
+    if isinstance(node, cst.UnaryOperation):
+        value = literal(node.expression, names)
+        if isinstance(node.operator, cst.Minus):
+            return -value
+        if isinstance(node.operator, cst.Plus):
+            return +value
+        if isinstance(node.operator, cst.Not):
+            return not value
+        raise NotLiteral("unary operator")
+    if isinstance(node, cst.BinaryOperation):
+        op = _BINARY.get(type(node.operator))
+        if op is None:
+            raise NotLiteral("binary operator")
+        try:
+            return op(literal(node.left, names), literal(node.right, names))
+        except (TypeError, ZeroDivisionError, OverflowError) as exc:
+            raise NotLiteral(str(exc)) from None
+    if isinstance(node, (cst.Tuple, cst.List)):
+        items = []
+        for element in node.elements:
+            if isinstance(element, cst.StarredElement):
+                raise NotLiteral("starred")
+            items.append(literal(element.value, names))
+        return tuple(items) if isinstance(node, cst.Tuple) else items
+    if isinstance(node, cst.Dict):
+        out = {}
+        for element in node.elements:
+            if not isinstance(element, cst.DictElement):
+                raise NotLiteral("dict unpacking")
+            out[literal(element.key, names)] = literal(element.value, names)
+        return out
+    raise NotLiteral(type(node).__name__)
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for Name/Attribute chains, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def call_kwargs(call: cst.Call) -> dict[str, cst.Arg]:
+    """Keyword arguments of a call, by name."""
+    return {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
