@@ -24,7 +24,8 @@ for module in (extract, report, verify, history):
 def main(argv: list[str] | None = None) -> int:
     """Entry point: a BraxDiffError becomes one line on stderr and its exit code."""
     try:
-        app(args=argv, standalone_mode=False, prog_name="brax-diff")
+        # Without standalone mode click returns the code of ctx.exit()/typer.Exit(n).
+        result = app(args=argv, standalone_mode=False, prog_name="brax-diff")
     except BraxDiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -35,17 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors (bad option, missing argument)
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
+    except Exception as exc:
+        # Usage errors (bad option, unknown command) come from click, which typer may vendor.
+        if type(exc).__module__.endswith("click.exceptions"):
+            if hasattr(exc, "show"):
+                exc.show()
+                return int(getattr(exc, "exit_code", 2))
             print("error: aborted", file=sys.stderr)
             return 1
         raise
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
