@@ -61,6 +61,21 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+def _open(path: Path) -> git.Repo:
+    repo = git.Repo(path)
+    if not repo.bare:
+        # A bare repository with extensions.worktreeConfig keeps core.bare in config.worktree,
+        # which GitPython does not read: it then takes the parent folder for a work tree and
+        # every ref lookup fails. Ask git itself.
+        done = subprocess.run(["git", "-C", str(path), "rev-parse", "--is-bare-repository"],
+                              capture_output=True, text=True)
+        if done.stdout.strip() == "true":
+            repo._bare = True
+            repo._working_tree_dir = None
+            repo.git = repo.GitCommandWrapperType(repo.git_dir)
+    return repo
+
+
 class Repository:
     """A git repository opened for blob reads. ``side`` names it in messages."""
 
@@ -75,7 +90,7 @@ class Repository:
             if not path.exists():
                 raise SourceError(f"{side}: repository path {self.location} does not exist")
         try:
-            self.git = git.Repo(path)
+            self.git = _open(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise SourceError(f"{side}: {self.location} is not a git repository") from None
         self.web_url = self._web_url()

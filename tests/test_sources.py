@@ -95,3 +95,14 @@ def test_github_web_url_forms():
     assert github_web_url("https://github.com/google/brax.git") == "https://github.com/google/brax"
     assert github_web_url("git@github.com:kengz/SLM-Lab.git") == "https://github.com/kengz/SLM-Lab"
     assert github_web_url("https://gitlab.com/a/b") is None
+
+
+def test_bare_repository_with_worktree_config_is_read_as_bare(repo_dir, tmp_path):
+    # `git worktree add` on a bare clone can leave core.bare only in config.worktree.
+    path, shas = repo_dir
+    bare = tmp_path / "wtc.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(path), str(bare)], check=True)
+    for args in (["config", "extensions.worktreeConfig", "true"], ["config", "--unset", "core.bare"],
+                 ["config", "--worktree", "core.bare", "true"]):
+        subprocess.run(["git", "-C", str(bare), *args], check=True)
+    assert Repository(bare, "brax").resolve("main").sha == shas[1]
