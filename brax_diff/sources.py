@@ -73,6 +73,7 @@ def _open(path: Path) -> git.Repo:
             repo._bare = True
             repo._working_tree_dir = None
             repo.git = repo.GitCommandWrapperType(repo.git_dir)
+            repo.odb = type(repo.odb)(repo.odb.root_path, repo.git)
     return repo
 
 
