@@ -90,7 +90,8 @@ class BraxExtractor:
         """The family's base config layered over the signature defaults."""
         params = self._params_function(family)
         config = params.evaluate(None)
-        return self._layered(family, None, params, config)
+        incomplete = params.rejecting_else()
+        return self._layered(family, None, params, config, [incomplete] if incomplete else [])
 
     def env(self, env: str) -> Extraction:
         """The family config plus that env's if/elif overrides."""

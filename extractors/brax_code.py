@@ -455,8 +455,12 @@ class _Derivation:
         final = 1.0 if self.facts["lr_schedule"].value == "constant" else None
         self.add("lr_final_factor", final, self.facts["lr_schedule"].provenance,
                  note=None if final is not None else "moves with the KL, no fixed final value")
+        clips = calls_named(train_fn, "clip_by_global_norm")
+        if "max_grad_norm" not in self.train and not clips:  # older Brax: plain Adam, nothing clips
+            self.add("max_grad_norm", None, (self.code.at(TRAIN, adams[0]),), note="no gradient clipping in train()")
+            return
         self.from_setting("max_grad_norm", self.train, "max_grad_norm", TRAIN,
-                          extra=[self.code.at(TRAIN, n) for n in calls_named(train_fn, "clip_by_global_norm")[:1]])
+                          extra=[self.code.at(TRAIN, n) for n in clips[:1]])
 
     # -- entropy ----------------------------------------------------------------------
     def _entropy(self) -> None:
@@ -572,9 +576,15 @@ class _Derivation:
         else:
             fn = self.code.function(NETWORKS, "make_policy_network", ("kernel_init",))
             default = self.code.module(NETWORKS).signature_defaults(fn).get("kernel_init")
-            if default is None:
-                raise PatternNotFound(("kernel_init",), NETWORKS, "make_policy_network(kernel_init=...) not found")
-            name, provenance = last_identifier(default.value), (self.snapshot.where(NETWORKS, default.line),)
+            if default is not None:
+                name, provenance = last_identifier(default.value), (self.snapshot.where(NETWORKS, default.line),)
+            else:  # older Brax: the initializer is written into the MLP(...) call
+                inner = [arg for call in calls_named(fn, "MLP")
+                         for key, arg in call_kwargs(call).items() if key == "kernel_init"]
+                if not inner:
+                    raise PatternNotFound(("kernel_init",), NETWORKS, "make_policy_network's kernel_init not found")
+                name = last_identifier(Code(self.code.module(NETWORKS).code(inner[0].value)))
+                provenance = (self.code.at(NETWORKS, inner[0]),)
         canonical = _KERNEL_INIT.get(name or "", "other")
         self.add("kernel_init", canonical, provenance, note=name if canonical != name else None)
 

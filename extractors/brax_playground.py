@@ -233,6 +233,21 @@ class ParamsFunction:
         return [node.test for node in descendants(self.function.body) if isinstance(node, cst.If)]
 
     # -- findings -----------------------------------------------------------------------
+    def rejecting_else(self) -> Finding | None:
+        """INFO when an ``else: raise`` rejects envs that match no branch: then no env
+        trains with the base config alone (the family scope is a baseline, not a recipe)."""
+        if self.function is None:
+            return None
+        for node in descendants(self.function.body):
+            if isinstance(node, cst.Else):
+                raises = [n for n in descendants(node.body) if isinstance(n, cst.Raise)]
+                if raises:
+                    return Finding("base_config_incomplete", "INFO",
+                                   f"{PARAMS_FUNCTION} raises for envs that match no branch: only {self.family} "
+                                   f"envs named in a branch train, each with its branch applied to this base config",
+                                   (self.at(raises[0]),))
+        return None
+
     def dead_branches(self, envs: list[str]) -> list[Finding]:
         """Branches whose condition fires for no registered env of the family."""
         if self._dead is None:
