@@ -334,8 +334,11 @@ class _Derivation:
         floor = stats.signature_defaults(update).get("std_min_value") if update is not None else None
         floor_note = f"; the std is then clipped to >= {floor.value}" if floor is not None else ""
         if eps is not None and not isinstance(eps.value, Code):
+            inside_sqrt = compute_std is not None and any(
+                "std_eps" in stats.code(call) for call in calls_named(compute_std, "sqrt"))
+            site = "added to the variance inside the sqrt" if inside_sqrt else "added to the std"
             self.add("obs_norm_std_eps", eps.value, eps.provenance + where_std,
-                     note="added to the variance inside the sqrt (running_statistics)" + floor_note)
+                     note=f"{site} (running_statistics)" + floor_note)
         else:
             if compute_std is None:
                 raise PatternNotFound(("obs_norm_std_eps",), RUNNING_STATISTICS, "compute_std() not found")
@@ -346,6 +349,14 @@ class _Derivation:
         bound = stats.signature_defaults(normalize_fn).get("max_abs_value")
         if bound is None:
             raise PatternNotFound(("obs_clip",), RUNNING_STATISTICS, "normalize(max_abs_value=...) not found")
+        if normalize is None:  # not the bare function: a partial may bind max_abs_value
+            bound_here = [arg for call in calls_named(train_fn, "partial") if callee_name(call) == "normalize"
+                          for key, arg in call_kwargs(call).items() if key == "max_abs_value"]
+            if not bound_here:
+                raise PatternNotFound(("obs_clip",), TRAIN, "`normalize = running_statistics.normalize` not found")
+            value, used = evaluate(bound_here[0].value, self.train)
+            self.add("obs_clip", value, used + (self.code.at(TRAIN, bound_here[0]),))
+            return
         self.add("obs_clip", bound.value, (self.snapshot.where(RUNNING_STATISTICS, bound.line),) + where_normalize,
                  note="train() passes running_statistics.normalize without max_abs_value")
 

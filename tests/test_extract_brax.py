@@ -293,3 +293,15 @@ def test_cli_bad_repo_path(repos, capsys, tmp_path):
     code = main(["extract", "brax", "--repo", str(tmp_path / "nowhere"), "--defaults"])
     _, err = capsys.readouterr()
     assert code == 2 and "nowhere" in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_keys_the_brax_function_does_not_accept(repos):
+    # the fixture train() has no episode_length parameter: upstream this would be a TypeError
+    unknown = [f for f in extractor(repos).family("dm_control").findings if f.kind == "unknown_parameter"]
+    assert [f.severity for f in unknown] == ["WARNING"] and "'episode_length'" in unknown[0].message
+    assert unknown[0].provenance[0].line == fx.line_of(fx.DM_PARAMS_TEXT, "episode_length=")
+
+
+def test_obs_norm_eps_site_is_read_from_running_statistics(repos):
+    fact = extractor(repos, brax=1).defaults().facts["obs_norm_std_eps"]
+    assert fact.value == 1e-5 and "variance inside the sqrt" in fact.note and "1e-06" in fact.note
