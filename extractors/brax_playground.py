@@ -290,6 +290,10 @@ class ParamsFunction:
         for test in self.conditions():
             if self.module.line(test) in dead:
                 continue
+            try:
+                self.condition(test, "")  # only conditions on env_name name envs
+            except Unevaluable:
+                continue
             for name in _strings(test):
                 if name not in registered and not any(e.startswith(name) for e in envs):
                     out.append(Finding("unregistered_env_name", "INFO",

@@ -234,6 +234,7 @@ PPO_NETWORKS_NEW = (PPO_NETWORKS_OLD
                              '    value_obs_key: str = "state",\n'
                              '    distribution_type: str = "tanh_normal",\n'
                              '    state_dependent_std: bool = False,\n'
+                             '    noise_std_type: str = "scalar",\n'
                              '    policy_network_kernel_init_fn=jax.nn.initializers.orthogonal,\n):')
                     .replace("      activation=activation,\n  )\n  value_network",
                              "      activation=activation,\n"
@@ -369,6 +370,9 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
       ),
   )
 
+  if impl == "warp":
+    rl_config.num_envs = 256
+
   if env_name in ("Go1JoystickFlatTerrain", "Go1Getup"):
     rl_config.network_factory = config_dict.create(
         policy_hidden_layer_sizes=(512, 256),
@@ -400,6 +404,12 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
     rl_config.num_envs = 32
     rl_config.reward_scaling = 0.1
     rl_config.network_factory.policy_hidden_layer_sizes = (256, 256)
+  elif env_name == "PandaPickCube":
+    rl_config.network_factory = config_dict.create(
+        distribution_type="normal",
+        state_dependent_std=True,
+        noise_std_type="log",
+    )
   elif env_name.startswith("PandaPickCube"):
     rl_config.num_envs = 16
   else:

@@ -112,7 +112,6 @@ def test_a_newer_commit_moves_defaults_and_reads_new_parameters(repos):
 def test_family_config_layers_over_signature_defaults(repos):
     dm = extractor(repos).family("dm_control")
     assert dm.scope == {"family": "dm_control", "env": None}
-    assert values(dm) | {} == values(dm)
     assert {k: dm.value(k) for k in ("num_envs", "unroll_length", "unrolls_per_update", "transitions_per_update",
                                      "minibatches_per_epoch", "minibatch_transitions", "epochs_per_update",
                                      "gradient_steps_per_update", "gae_horizon", "reward_scale", "discount",
@@ -305,3 +304,22 @@ def test_config_keys_the_brax_function_does_not_accept(repos):
 def test_obs_norm_eps_site_is_read_from_running_statistics(repos):
     fact = extractor(repos, brax=1).defaults().facts["obs_norm_std_eps"]
     assert fact.value == 1e-5 and "variance inside the sqrt" in fact.note and "1e-06" in fact.note
+
+
+def test_normal_distribution_reads_the_std_options(repos):
+    normal = extractor(repos).env("PandaPickCube")
+    assert {k: normal.value(k) for k in ("action_distribution", "std_state_dependent", "std_transform", "std_min",
+                                         "std_max")} == {
+        "action_distribution": "normal", "std_state_dependent": True, "std_transform": "exp", "std_min": None,
+        "std_max": None}
+    assert lines(normal.facts["std_transform"], fx.MANIP_PARAMS) == {fx.line_of(fx.MANIP_PARAMS_TEXT, 'noise_std_type="log"')}
+
+
+def test_conditions_on_other_arguments_are_not_guessed(repos):
+    spot = extractor(repos).env("SpotGetup")
+    assert spot.value("num_envs") == 128  # `impl == "warp"` is not decided statically: not taken
+    unknown = [f for f in spot.findings if f.kind == "unevaluated_condition"]
+    assert [f.severity for f in unknown] == ["INFO"]
+    assert unknown[0].provenance[0].line == fx.line_of(fx.LOCO_PARAMS_TEXT, 'impl == "warp"')
+    assert not [f for f in extractor(repos).family("locomotion").findings
+                if f.kind == "dead_branch" and "warp" in f.message]
