@@ -220,10 +220,10 @@ class _Derivation:
     def _collection(self) -> None:
         keys = ("unrolls_per_update", "unroll_length", "transitions_per_update")
         train_fn = self.code.function(TRAIN, "train", keys)
+        self.from_setting("num_envs", self.train, "num_envs", TRAIN)
         step = _nested(train_fn, "training_step")
         if step is None:
             raise PatternNotFound(keys, TRAIN, "training_step() not found in train()")
-        self.from_setting("num_envs", self.train, "num_envs", TRAIN)
 
         def collects_unrolls(call: cst.Call) -> bool:
             body = _nested(step, callee_name(first_positional(call)) or "")
@@ -250,18 +250,20 @@ class _Derivation:
         train_fn = self.code.function(TRAIN, "train", ("epochs_per_update", "minibatches_per_epoch"))
         step = _nested(train_fn, "training_step")
         sgd = _nested(train_fn, "sgd_step")
-        if step is None or sgd is None:
+        if sgd is None:
             raise PatternNotFound(("epochs_per_update", "minibatches_per_epoch"), TRAIN,
-                                  "training_step() / sgd_step() not found in train()")
-        value, provenance, _ = self.scan_length(
-            step, TRAIN, ("epochs_per_update",), lambda c: callee_name(first_positional(c)) == "sgd_step",
-            "the scan over sgd_step")
-        self.add("epochs_per_update", value, provenance, note="length of the jax.lax.scan over sgd_step")
+                                  "sgd_step() not found in train()")
         value, provenance, _ = self.scan_length(
             sgd, TRAIN, ("minibatches_per_epoch",), lambda c: callee_name(first_positional(c)) == "minibatch_step",
             "the scan over minibatch_step")
         self.add("minibatches_per_epoch", value, provenance,
                  note="length of the jax.lax.scan over minibatch_step (one optimizer step each)")
+        if step is None:
+            raise PatternNotFound(("epochs_per_update",), TRAIN, "training_step() not found in train()")
+        value, provenance, _ = self.scan_length(
+            step, TRAIN, ("epochs_per_update",), lambda c: callee_name(first_positional(c)) == "sgd_step",
+            "the scan over sgd_step")
+        self.add("epochs_per_update", value, provenance, note="length of the jax.lax.scan over sgd_step")
 
     def _derived_batch(self) -> None:
         need = ("num_envs", "unroll_length", "unrolls_per_update", "epochs_per_update", "minibatches_per_epoch")

@@ -215,6 +215,7 @@ def test_refactored_function_is_a_finding_not_a_crash(repos):
     for gone in ("unrolls_per_update", "transitions_per_update", "epochs_per_update"):
         assert gone not in refactored.facts
     assert refactored.value("learning_rate") == 2e-3 and refactored.value("value_loss_coef") == pytest.approx(0.4)
+    assert refactored.value("num_envs") == 64 and refactored.value("minibatches_per_epoch") == 8
 
 
 # -- CLI ---------------------------------------------------------------------------------------
