@@ -1,0 +1,153 @@
+"""The Brax side: Brax PPO's effective settings per MuJoCo Playground family or env.
+
+Scopes, each layered over the previous one:
+
+1. ``defaults()``: ``train()`` and ``make_ppo_networks()`` signature defaults alone;
+2. ``family(f)``: Playground's ``brax_ppo_config`` base ``config_dict.create(...)``
+   (its ``network_factory`` goes to ``make_ppo_networks``), no env branch;
+3. ``env(e)``: the same function with its ``if/elif`` branches evaluated for ``e``.
+
+The parameters of a scope are then read through Brax's code (:mod:`extractors.brax_code`)
+to give every canonical key a value with provenance. Everything is static: files are
+read as git blobs and parsed; nothing upstream is imported or run.
+
+Usage::
+
+    brax = Repository("/tmp/google+brax.git", "brax").resolve("main")
+    playground = Repository(url, "playground").resolve("main")
+    extractor = BraxExtractor(brax, playground)
+    extractor.env("PendulumSwingup").to_json()
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from brax_diff.errors import BraxDiffError
+from brax_diff.facts import Extraction, Finding
+from brax_diff.sources import Snapshot
+
+from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
+from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
+from .brax_scope import Scope
+
+FAMILIES = ("dm_control", "locomotion", "manipulation")
+assert set(FAMILIES) == set(FAMILY_PATHS)
+
+
+class BraxExtractor:
+    """Canonical facts for Brax PPO at one Brax commit and one Playground commit."""
+
+    def __init__(self, brax: Snapshot, playground: Snapshot | None) -> None:
+        self.brax = brax
+        self.playground = playground
+        self.code = BraxCode(brax)
+        self._params: dict[str, ParamsFunction] = {}
+        self._envs: dict[str, list[str]] = {}
+
+    # -- the Playground side ---------------------------------------------------------
+    def families(self) -> list[str]:
+        return list(FAMILIES)
+
+    def _need_playground(self) -> Snapshot:
+        if self.playground is None:
+            raise BraxDiffError("family and env scopes need a Playground repository (--playground-repo)")
+        return self.playground
+
+    def environments(self, family: str) -> list[str]:
+        """Registered env names of a family, sorted, read from its registry module."""
+        if family not in FAMILY_PATHS:
+            raise family_error(family)
+        if family not in self._envs:
+            self._envs[family] = registered_envs(self._need_playground(), family)
+        return self._envs[family]
+
+    def family_of(self, env: str) -> str:
+        for family in FAMILIES:
+            if env in self.environments(family):
+                return family
+        known = [e for f in FAMILIES for e in self.environments(f)]
+        close = difflib.get_close_matches(env, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        playground = self._need_playground()
+        raise BraxDiffError(f"{env!r} is not a registered Playground environment at {playground.ref} "
+                            f"({playground.sha[:12]}){hint}")
+
+    def _params_function(self, family: str) -> ParamsFunction:
+        if family not in FAMILY_PATHS:
+            raise family_error(family)
+        if family not in self._params:
+            self._params[family] = ParamsFunction(self._need_playground(), family)
+        return self._params[family]
+
+    # -- scopes --------------------------------------------------------------------------
+    def defaults(self) -> Extraction:
+        """train()/make_ppo_networks() signature defaults only."""
+        return self._extract(self.code.train_defaults(), self.code.network_defaults(),
+                             family=None, env=None, findings=self.code.missing_entry_points())
+
+    def family(self, family: str) -> Extraction:
+        """The family's base config layered over the signature defaults."""
+        params = self._params_function(family)
+        config = params.evaluate(None)
+        incomplete = params.rejecting_else()
+        return self._layered(family, None, params, config, [incomplete] if incomplete else [])
+
+    def env(self, env: str) -> Extraction:
+        """The family config plus that env's if/elif overrides."""
+        family = self.family_of(env)
+        params = self._params_function(family)
+        config = params.evaluate(env)
+        findings = []
+        if config.rejected is not None:
+            findings.append(Finding("env_rejected", "WARNING",
+                                    f"{PARAMS_FUNCTION}({env!r}) raises: no tuned config for this env; "
+                                    f"values shown are the family's base config", (config.rejected,)))
+        for line, reason in config.unknown:
+            findings.append(Finding("unevaluated_condition", "INFO",
+                                    f"{PARAMS_FUNCTION}: {reason}; branch treated as not taken",
+                                    (params.snapshot.where(params.path, line),)))
+        return self._layered(family, env, params, config, findings)
+
+    def _layered(self, family: str, env: str | None, params: ParamsFunction, config: Config,
+                 findings: list[Finding] | None = None) -> Extraction:
+        findings = list(findings or []) + self.code.missing_entry_points()
+        if params.function is None:
+            findings.append(Finding("pattern_not_found", "WARNING",
+                                    f"*: function {PARAMS_FUNCTION}() not found in {params.path} at "
+                                    f"{params.snapshot.ref} ({params.snapshot.sha[:12]}); "
+                                    f"signature defaults used"))
+        envs = self.environments(family)
+        findings += params.dead_branches(envs) + params.unregistered_names(envs)
+        train: Scope = {**self.code.train_defaults(), **config.train}
+        network: Scope = {**self.code.network_defaults(), **(config.network or {})}
+        findings += self._unknown_parameters(family, config)
+        return self._extract(train, network, family=family, env=env, findings=findings)
+
+    def _unknown_parameters(self, family: str, config: Config) -> list[Finding]:
+        """Config keys the Brax function at this ref does not accept (a TypeError upstream)."""
+        out = []
+        for scope, function, path in ((config.train, "train", TRAIN),
+                                      (config.network or {}, "make_ppo_networks", PPO_NETWORKS)):
+            accepted = self.code.parameters(path, function)
+            if accepted is None:
+                continue
+            for name in sorted(set(scope) - accepted):
+                out.append(Finding("unknown_parameter", "WARNING",
+                                   f"{family} config sets {name!r}, which {function}() at brax "
+                                   f"{self.brax.ref} ({self.brax.sha[:12]}) does not accept",
+                                   scope[name].provenance))
+        return out
+
+    def _extract(self, train: Scope, network: Scope, *, family: str | None, env: str | None,
+                 findings: list[Finding]) -> Extraction:
+        sources = {"brax": self.brax.info()}
+        if self.playground is not None:
+            sources["playground"] = self.playground.info()
+        extraction = Extraction(side="brax", sources=sources, scope={"family": family, "env": env})
+        facts, derived_findings = self.code.facts(train, network)
+        for fact in facts:
+            extraction.add(fact)
+        for finding in findings + derived_findings:
+            extraction.find(finding)
+        return extraction

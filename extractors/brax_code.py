@@ -1,0 +1,668 @@
+"""What Brax's PPO code does with its parameters, read statically at one commit.
+
+Given the effective ``train()`` and ``make_ppo_networks()`` parameters of a scope, this
+module turns them into canonical facts by reading the code that uses them, not by
+trusting parameter names:
+
+- the unroll scan in ``training_step`` (its ``length=`` expression is evaluated with
+  the scope's values) gives the sequential unrolls per update;
+- the scans in ``training_step`` / ``sgd_step`` give epochs and minibatches;
+- ``compute_ppo_loss`` (with the keyword arguments ``train()`` binds into it) gives
+  reward scaling, advantage normalization, the value-loss multiplier, GAE;
+- ``make_ppo_networks`` / ``make_policy_network`` / the distribution classes give
+  the std parametrisation, layers, activation and initializer;
+- ``running_statistics`` gives observation normalization details.
+
+When a shape relied on is absent, the affected keys are skipped and a
+``pattern_not_found`` finding names the key, file and ref.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import libcst as cst
+
+from brax_diff.errors import BraxDiffError
+from brax_diff.facts import Fact, Finding, Provenance
+from brax_diff.sources import Snapshot
+from brax_diff.vocabulary import canonical_activation
+
+from .brax_scope import (IndexedModule, PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
+                         first_positional, last_identifier, plain)
+from .pyast import Code, NotLiteral, PyModule, call_kwargs, dotted_name
+
+# The Brax files read, relative to the repository root.
+TRAIN = "brax/training/agents/ppo/train.py"
+LOSSES = "brax/training/agents/ppo/losses.py"
+PPO_NETWORKS = "brax/training/agents/ppo/networks.py"
+NETWORKS = "brax/training/networks.py"
+DISTRIBUTION = "brax/training/distribution.py"
+RUNNING_STATISTICS = "brax/training/acme/running_statistics.py"
+
+# optax.adam's own default (optax is not part of the snapshot); used when the call
+# passes no eps. Provenance is the call line in train.py.
+OPTAX_ADAM_DEFAULT_EPS = 1e-8
+
+# Initializer names as the vocabulary spells them (glorot = xavier, he = kaiming).
+_KERNEL_INIT = {
+    "lecun_uniform": "lecun_uniform",
+    "orthogonal": "orthogonal",
+    "xavier_uniform": "xavier_uniform",
+    "glorot_uniform": "xavier_uniform",
+    "kaiming_uniform": "kaiming_uniform",
+    "he_uniform": "kaiming_uniform",
+}
+
+
+class BraxCode:
+    """Brax's PPO code at one commit, parsed once and asked many scopes."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._modules: dict[str, PyModule] = {}
+
+    # -- reading --------------------------------------------------------------------
+    def module(self, path: str) -> PyModule:
+        if path not in self._modules:
+            text = self.snapshot.read(path)
+            try:
+                self._modules[path] = IndexedModule(text, path)
+            except SyntaxError as exc:
+                raise BraxDiffError(f"brax: {exc} at {self.snapshot.ref} ({self.snapshot.sha[:12]})") from None
+        return self._modules[path]
+
+    def at(self, path: str, node: cst.CSTNode) -> Provenance:
+        return self.snapshot.where(path, self.module(path).line(node))
+
+    def function(self, path: str, name: str, keys: tuple[str, ...]) -> cst.FunctionDef:
+        found = self.module(path).function(name)
+        if found is None:
+            raise PatternNotFound(keys, path, f"function {name}() not found")
+        return found
+
+    def _defaults(self, path: str, name: str, origin: str) -> Scope:
+        fn = self.module(path).function(name)
+        if fn is None:
+            return {}
+        return {param: Setting(located.value, (self.snapshot.where(path, located.line),), origin)
+                for param, located in self.module(path).signature_defaults(fn).items()}
+
+    def train_defaults(self) -> Scope:
+        """``train()``'s signature defaults."""
+        return self._defaults(TRAIN, "train", "train() default")
+
+    def network_defaults(self) -> Scope:
+        """``make_ppo_networks()``'s signature defaults."""
+        return self._defaults(PPO_NETWORKS, "make_ppo_networks", "make_ppo_networks() default")
+
+    def parameters(self, path: str, name: str) -> set[str] | None:
+        """Every parameter name of a function (None when the function is absent)."""
+        fn = self.module(path).function(name)
+        if fn is None:
+            return None
+        params = fn.params
+        return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+    def missing_entry_points(self) -> list[Finding]:
+        """pattern_not_found findings for the two functions every scope starts from."""
+        out = []
+        for path, name in ((TRAIN, "train"), (PPO_NETWORKS, "make_ppo_networks")):
+            if self.module(path).function(name) is None:
+                out.append(_not_found(self.snapshot, PatternNotFound(("*",), path, f"function {name}() not found")))
+        return out
+
+    # -- facts ----------------------------------------------------------------------
+    def facts(self, train: Scope, network: Scope) -> tuple[list[Fact], list[Finding]]:
+        """Every canonical key this code decides, for one scope's parameters."""
+        derivation = _Derivation(self, train, network)
+        derivation.run()
+        return list(derivation.facts.values()), derivation.findings
+
+
+def _not_found(snapshot: Snapshot, error: PatternNotFound) -> Finding:
+    keys = ", ".join(error.keys)
+    return Finding(
+        kind="pattern_not_found",
+        severity="WARNING",
+        message=(f"{keys}: {error.what} in {error.path} at {snapshot.ref} ({snapshot.sha[:12]}); "
+                 f"key left out"),
+        provenance=(),
+        key=error.keys[0] if len(error.keys) == 1 and error.keys[0] != "*" else None,
+    )
+
+
+class _Derivation:
+    """One scope's facts. Each ``_topic`` method adds facts or raises PatternNotFound."""
+
+    def __init__(self, code: BraxCode, train: Scope, network: Scope) -> None:
+        self.code = code
+        self.snapshot = code.snapshot
+        self.train = train
+        self.network = network
+        self.facts: dict[str, Fact] = {}
+        self.findings: list[Finding] = []
+        self._loss: Scope | None = None
+
+    def run(self) -> None:
+        steps: list[Callable[[], None]] = [
+            self._collection, self._epochs_and_minibatches, self._derived_batch, self._gae,
+            self._reward, self._observations, self._value, self._advantages, self._optimizer,
+            self._entropy, self._policy_distribution, self._architecture, self._clip,
+        ]
+        for step in steps:
+            try:
+                step()
+            except PatternNotFound as error:
+                self.findings.append(_not_found(self.snapshot, error))
+
+    # -- helpers ----------------------------------------------------------------------
+    def add(self, key: str, value: Any, provenance, note: str | None = None, declared: Any = None) -> None:
+        self.facts[key] = Fact(key, plain(value), tuple(provenance), note=note, declared=plain(declared))
+
+    def setting(self, scope: Scope, name: str, keys: tuple[str, ...], path: str) -> Setting:
+        found = scope.get(name)
+        if found is None:
+            raise PatternNotFound(keys, path, f"parameter {name!r} not found")
+        if isinstance(found.value, Code):
+            raise PatternNotFound(keys, path, f"{name} = {found.value.text} is not a literal")
+        return found
+
+    def from_setting(self, key: str, scope: Scope, name: str, path: str, *, extra=(), note=None,
+                     convert: Callable[[Any], Any] = lambda v: v) -> Setting:
+        found = self.setting(scope, name, (key,), path)
+        self.add(key, convert(found.value), found.provenance + tuple(extra), note=note)
+        return found
+
+    def scan_length(self, fn: cst.FunctionDef, path: str, keys: tuple[str, ...],
+                    accept: Callable[[cst.Call], bool], what: str) -> tuple[Any, tuple[Provenance, ...], cst.Call]:
+        """The evaluated ``length=`` of the ``jax.lax.scan`` in ``fn`` that ``accept`` picks."""
+        for call in calls_named(fn, "scan"):
+            if not accept(call):
+                continue
+            length = call_kwargs(call).get("length")
+            if length is None:
+                raise PatternNotFound(keys, path, f"{what} has no length= argument")
+            try:
+                value, provenance = evaluate(length.value, self.train)
+            except NotLiteral:
+                code = self.code.module(path).code(length.value)
+                raise PatternNotFound(keys, path, f"cannot evaluate {what} length `{code}`") from None
+            return value, provenance + (self.code.at(path, length),), call
+        raise PatternNotFound(keys, path, f"{what} not found in {fn.name.value}()")
+
+    def loss_scope(self) -> Scope:
+        """compute_ppo_loss's parameters as train() binds them with functools.partial."""
+        if self._loss is not None:
+            return self._loss
+        keys = ("reward_scale", "advantage_normalization", "value_loss_coef", "gae_lambda", "discount",
+                "entropy_coef", "clip_epsilon")
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", keys)
+        scope: Scope = {
+            name: Setting(located.value, (self.snapshot.where(LOSSES, located.line),), "compute_ppo_loss() default")
+            for name, located in self.code.module(LOSSES).signature_defaults(loss_fn).items()
+        }
+        train_fn = self.code.function(TRAIN, "train", keys)
+        binding = next((call for call in calls_named(train_fn, "partial")
+                        if callee_name(call) == "compute_ppo_loss"), None)
+        if binding is None:
+            raise PatternNotFound(keys, TRAIN, "functools.partial(compute_ppo_loss, ...) not found in train()")
+        for name, arg in call_kwargs(binding).items():
+            try:
+                value, provenance = evaluate(arg.value, self.train)
+            except NotLiteral:
+                value, provenance = Code(self.code.module(TRAIN).code(arg.value)), ()
+            scope[name] = Setting(value, provenance + (self.code.at(TRAIN, arg),), "bound by train()")
+        self._loss = scope
+        return scope
+
+    # -- batch collection -------------------------------------------------------------
+    def _collection(self) -> None:
+        keys = ("unrolls_per_update", "unroll_length", "transitions_per_update")
+        train_fn = self.code.function(TRAIN, "train", keys)
+        self.from_setting("num_envs", self.train, "num_envs", TRAIN)
+        step = _nested(train_fn, "training_step")
+        if step is None:
+            raise PatternNotFound(keys, TRAIN, "training_step() not found in train()")
+
+        def collects_unrolls(call: cst.Call) -> bool:
+            body = _nested(step, callee_name(first_positional(call)) or "")
+            return body is not None and bool(calls_named(body, "generate_unroll"))
+
+        value, provenance, scan = self.scan_length(step, TRAIN, ("unrolls_per_update",), collects_unrolls,
+                                                   "the scan over generate_unroll")
+        self.add("unrolls_per_update", value, provenance,
+                 note="length of the jax.lax.scan over generate_unroll in training_step")
+        body = _nested(step, callee_name(first_positional(scan)) or "")
+        unroll = calls_named(body, "generate_unroll")[0]
+        length = call_kwargs(unroll).get("unroll_length")
+        length_expr = length.value if length is not None else first_positional(unroll, 4)
+        if length_expr is None:
+            raise PatternNotFound(("unroll_length",), TRAIN, "generate_unroll() call has no unroll length")
+        try:
+            steps, steps_provenance = evaluate(length_expr, self.train)
+        except NotLiteral:
+            raise PatternNotFound(("unroll_length",), TRAIN, "cannot evaluate generate_unroll's length") from None
+        self.add("unroll_length", steps, steps_provenance + (self.code.at(TRAIN, unroll),),
+                 note="env steps per generate_unroll call")
+
+    def _epochs_and_minibatches(self) -> None:
+        train_fn = self.code.function(TRAIN, "train", ("epochs_per_update", "minibatches_per_epoch"))
+        step = _nested(train_fn, "training_step")
+        sgd = _nested(train_fn, "sgd_step")
+        if sgd is None:
+            raise PatternNotFound(("epochs_per_update", "minibatches_per_epoch"), TRAIN,
+                                  "sgd_step() not found in train()")
+        value, provenance, _ = self.scan_length(
+            sgd, TRAIN, ("minibatches_per_epoch",), lambda c: callee_name(first_positional(c)) == "minibatch_step",
+            "the scan over minibatch_step")
+        self.add("minibatches_per_epoch", value, provenance,
+                 note="length of the jax.lax.scan over minibatch_step (one optimizer step each)")
+        if step is None:
+            raise PatternNotFound(("epochs_per_update",), TRAIN, "training_step() not found in train()")
+        value, provenance, _ = self.scan_length(
+            step, TRAIN, ("epochs_per_update",), lambda c: callee_name(first_positional(c)) == "sgd_step",
+            "the scan over sgd_step")
+        self.add("epochs_per_update", value, provenance, note="length of the jax.lax.scan over sgd_step")
+
+    def _derived_batch(self) -> None:
+        need = ("num_envs", "unroll_length", "unrolls_per_update", "epochs_per_update", "minibatches_per_epoch")
+        missing = [k for k in need if k not in self.facts]
+        derived = ("transitions_per_update", "minibatch_transitions", "gradient_steps_per_update")
+        if missing:
+            raise PatternNotFound(derived, TRAIN, f"inputs not found ({', '.join(missing)})")
+        f = self.facts
+        transitions = f["num_envs"].value * f["unroll_length"].value * f["unrolls_per_update"].value
+        self.add("transitions_per_update", transitions,
+                 f["num_envs"].provenance + f["unroll_length"].provenance + f["unrolls_per_update"].provenance,
+                 note="num_envs x unroll_length x unrolls_per_update")
+        minibatches = f["minibatches_per_epoch"].value
+        self.add("minibatch_transitions", transitions // minibatches if minibatches else None,
+                 self.facts["transitions_per_update"].provenance + f["minibatches_per_epoch"].provenance,
+                 note="transitions_per_update / minibatches_per_epoch (sgd_step reshapes to (num_minibatches, -1))")
+        self.add("gradient_steps_per_update", f["epochs_per_update"].value * minibatches,
+                 f["epochs_per_update"].provenance + f["minibatches_per_epoch"].provenance,
+                 note="epochs_per_update x minibatches_per_epoch")
+
+    def _gae(self) -> None:
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("gae_horizon",))
+        gae_calls = calls_named(loss_fn, "compute_gae")
+        if not gae_calls:
+            raise PatternNotFound(("gae_horizon",), LOSSES, "compute_gae() call not found in compute_ppo_loss()")
+        if "unroll_length" not in self.facts:
+            raise PatternNotFound(("gae_horizon",), TRAIN, "unroll length not found")
+        self.add("gae_horizon", self.facts["unroll_length"].value,
+                 self.facts["unroll_length"].provenance + (self.code.at(LOSSES, gae_calls[0]),),
+                 note="compute_gae runs over the time axis of each [unroll_length] segment, per minibatch")
+
+    # -- reward -----------------------------------------------------------------------
+    def _reward(self) -> None:
+        loss = self.loss_scope()
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("reward_scale_site",))
+        scaled = _products_with(loss_fn, "reward_scaling")
+        reward = self.from_setting("reward_scale", loss, "reward_scaling", LOSSES,
+                                   extra=[self.code.at(LOSSES, n) for n in scaled[:1]])
+        if not scaled:
+            raise PatternNotFound(("reward_scale_site",), LOSSES, "`* reward_scaling` not found in compute_ppo_loss()")
+        self.add("reward_scale_site", "loss", (self.code.at(LOSSES, scaled[0]),) + reward.provenance,
+                 note="rewards are multiplied inside compute_ppo_loss, before GAE")
+
+    # -- observations -----------------------------------------------------------------
+    def _observations(self) -> None:
+        train_fn = self.code.function(TRAIN, "train", ("obs_normalization",))
+        enabled = self.from_setting("obs_normalization", self.train, "normalize_observations", TRAIN)
+        normalize = _assignment_to(train_fn, "normalize", "normalize")
+        where_normalize = (self.code.at(TRAIN, normalize),) if normalize is not None else ()
+        if normalize is not None:
+            self.facts["obs_normalization"] = Fact(
+                "obs_normalization", enabled.value, enabled.provenance + where_normalize,
+                note="preprocess_observations_fn = running_statistics.normalize when enabled")
+        stats = self.code.module(RUNNING_STATISTICS)
+        mode = self.train.get("normalize_observations_mode")
+        if mode is not None and not isinstance(mode.value, Code):
+            method, method_provenance = str(mode.value), mode.provenance
+        else:
+            update = stats.function("update")
+            if update is None:
+                raise PatternNotFound(("obs_norm_method",), RUNNING_STATISTICS, "update() not found")
+            method, method_provenance = "welford", (self.code.at(RUNNING_STATISTICS, update),)
+        self.add("obs_norm_method", method if enabled.value else "none", method_provenance + enabled.provenance,
+                 declared=method if not enabled.value else None,
+                 note=None if enabled.value else "normalization disabled; the statistics kept are unused")
+        eps = self.train.get("normalize_observations_std_eps")
+        compute_std = _nested(stats.module, "compute_std")
+        where_std = (self.code.at(RUNNING_STATISTICS, compute_std),) if compute_std is not None else ()
+        update = stats.function("update")
+        floor = stats.signature_defaults(update).get("std_min_value") if update is not None else None
+        floor_note = f"; the std is then clipped to >= {floor.value}" if floor is not None else ""
+        if eps is not None and not isinstance(eps.value, Code):
+            inside_sqrt = compute_std is not None and any(
+                "std_eps" in stats.code(call) for call in calls_named(compute_std, "sqrt"))
+            site = "added to the variance inside the sqrt" if inside_sqrt else "added to the std"
+            self.add("obs_norm_std_eps", eps.value, eps.provenance + where_std,
+                     note=f"{site} (running_statistics)" + floor_note)
+        else:
+            if compute_std is None:
+                raise PatternNotFound(("obs_norm_std_eps",), RUNNING_STATISTICS, "compute_std() not found")
+            self.add("obs_norm_std_eps", 0.0, where_std, note="no epsilon term" + floor_note)
+        normalize_fn = stats.function("normalize")
+        if normalize_fn is None:
+            raise PatternNotFound(("obs_clip",), RUNNING_STATISTICS, "normalize() not found")
+        bound = stats.signature_defaults(normalize_fn).get("max_abs_value")
+        if bound is None:
+            raise PatternNotFound(("obs_clip",), RUNNING_STATISTICS, "normalize(max_abs_value=...) not found")
+        if normalize is None:  # not the bare function: a partial may bind max_abs_value
+            bound_here = [arg for call in calls_named(train_fn, "partial") if callee_name(call) == "normalize"
+                          for key, arg in call_kwargs(call).items() if key == "max_abs_value"]
+            if not bound_here:
+                raise PatternNotFound(("obs_clip",), TRAIN, "`normalize = running_statistics.normalize` not found")
+            value, used = evaluate(bound_here[0].value, self.train)
+            self.add("obs_clip", value, used + (self.code.at(TRAIN, bound_here[0]),))
+            return
+        self.add("obs_clip", bound.value, (self.snapshot.where(RUNNING_STATISTICS, bound.line),) + where_normalize,
+                 note="train() passes running_statistics.normalize without max_abs_value")
+
+    # -- value function ---------------------------------------------------------------
+    def _value(self) -> None:
+        loss = self.loss_scope()
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("value_loss", "value_loss_coef"))
+        distributional = loss.get("use_distributional_critic")
+        is_distributional = bool(distributional and distributional.value is True)
+        candidates = [node for node in _assignments(loss_fn, "v_loss") if calls_named(node.value, "mean")
+                      or calls_named(node.value, "quantile_huber_loss")]
+        if is_distributional:
+            chosen = [n for n in candidates if calls_named(n.value, "quantile_huber_loss")]
+        else:
+            chosen = [n for n in candidates if not calls_named(n.value, "quantile_huber_loss")]
+        if not chosen:
+            raise PatternNotFound(("value_loss", "value_loss_coef"), LOSSES,
+                                  "`v_loss = jnp.mean(...) * ...` not found in compute_ppo_loss()")
+        line = chosen[-1]
+        kind_provenance = (self.code.at(LOSSES, line),) + (distributional.provenance if distributional else ())
+        self.add("value_loss", "distributional" if is_distributional else "mse", kind_provenance,
+                 note="quantile Huber loss" if is_distributional else "squared error of GAE targets vs. V(s)")
+        factors = _product_factors(line.value)
+        coef, provenance = 1.0, [self.code.at(LOSSES, line)]
+        for factor in factors:
+            if isinstance(factor, cst.Call):
+                continue  # the mean itself
+            try:
+                value, used = evaluate(factor, loss)
+            except NotLiteral:
+                raise PatternNotFound(("value_loss_coef",), LOSSES,
+                                      f"cannot evaluate factor `{self.code.module(LOSSES).code(factor)}`") from None
+            coef *= value
+            provenance.extend(used)
+        text = self.code.module(LOSSES).code(line.value)
+        self.add("value_loss_coef", coef, provenance, note=f"product of the constants in `{text}`")
+        clip = loss.get("clipping_epsilon_value")
+        if clip is not None and not is_distributional:
+            self.add("value_clipping", clip.value if not isinstance(clip.value, Code) else None, clip.provenance)
+        else:
+            self.add("value_clipping", None, (self.code.at(LOSSES, line),),
+                     note="kappa of the quantile loss, not a clip" if is_distributional else "no value clipping")
+        gae = calls_named(loss_fn, "compute_gae")
+        self.add("value_target_normalization", False,
+                 tuple(self.code.at(LOSSES, n) for n in gae[:1]) + (self.code.at(LOSSES, line),),
+                 note="targets are compute_gae's returns, unnormalized")
+        bootstrap = self.train.get("bootstrap_on_timeout")
+        if bootstrap is not None and not isinstance(bootstrap.value, Code):
+            train_fn = self.code.function(TRAIN, "train", ("bootstrap_on_timeout",))
+            uses = _ifs_on(train_fn, "bootstrap_on_timeout")
+            self.add("bootstrap_on_timeout", bootstrap.value,
+                     bootstrap.provenance + tuple(self.code.at(TRAIN, n) for n in uses[-1:]))
+        else:
+            gae_fn = self.code.function(LOSSES, "compute_gae", ("bootstrap_on_timeout",))
+            self.add("bootstrap_on_timeout", False, (self.code.at(LOSSES, gae_fn),),
+                     note="compute_gae masks truncated steps (truncation_mask) instead of bootstrapping")
+
+    # -- advantages -------------------------------------------------------------------
+    def _advantages(self) -> None:
+        loss = self.loss_scope()
+        self.from_setting("gae_lambda", loss, "gae_lambda", LOSSES)
+        self.from_setting("discount", loss, "discounting", LOSSES)
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("advantage_normalization",))
+        normalized = [call for call in calls_named(loss_fn, "mean")
+                      if dotted_name(call.func) == "advantages.mean"]
+        if not normalized:
+            raise PatternNotFound(("advantage_normalization", "advantage_normalization_scope"), LOSSES,
+                                  "`advantages.mean()` not found in compute_ppo_loss()")
+        where = (self.code.at(LOSSES, normalized[0]),)
+        self.from_setting("advantage_normalization", loss, "normalize_advantage", LOSSES, extra=where)
+        train_fn = self.code.function(TRAIN, "train", ("advantage_normalization_scope",))
+        sgd = _nested(train_fn, "sgd_step")
+        scan = [c for c in calls_named(sgd, "scan") if callee_name(first_positional(c)) == "minibatch_step"] \
+            if sgd is not None else []
+        if not scan:
+            raise PatternNotFound(("advantage_normalization_scope",), TRAIN,
+                                  "the scan over minibatch_step not found in sgd_step()")
+        self.add("advantage_normalization_scope", "minibatch", where + (self.code.at(TRAIN, scan[0]),),
+                 note="normalized inside compute_ppo_loss, which minibatch_step runs once per minibatch")
+
+    # -- optimizer --------------------------------------------------------------------
+    def _optimizer(self) -> None:
+        train_fn = self.code.function(TRAIN, "train", ("adam_eps",))
+        adams = calls_named(train_fn, "adam")
+        self.from_setting("learning_rate", self.train, "learning_rate", TRAIN,
+                          extra=[self.code.at(TRAIN, n) for n in adams[:1]])
+        if not adams:
+            raise PatternNotFound(("adam_eps", "lr_schedule"), TRAIN, "optax.adam(...) not found in train()")
+        eps = call_kwargs(adams[0]).get("eps")
+        if eps is not None:
+            value, used = evaluate(eps.value, self.train)
+            self.add("adam_eps", value, used + (self.code.at(TRAIN, adams[0]),))
+        else:
+            self.add("adam_eps", OPTAX_ADAM_DEFAULT_EPS, (self.code.at(TRAIN, adams[0]),),
+                     note="optax.adam called without eps: optax's default 1e-8")
+        schedule = self.train.get("learning_rate_schedule")
+        if schedule is not None:
+            raw = schedule.value
+            name = "constant" if raw is None or (isinstance(raw, str) and raw.upper() == "NONE") else (
+                "adaptive_kl" if isinstance(raw, str) and raw.upper() == "ADAPTIVE_KL" else "other")
+            uses = [n for n in _assignments(train_fn, "lr_schedule")]
+            self.add("lr_schedule", name, schedule.provenance + tuple(self.code.at(TRAIN, n) for n in uses[:1]),
+                     declared=raw if name == "other" and not isinstance(raw, Code) else None)
+        else:
+            self.add("lr_schedule", "constant", (self.code.at(TRAIN, adams[0]),),
+                     note="optax.adam gets the constant learning_rate")
+        final = 1.0 if self.facts["lr_schedule"].value == "constant" else None
+        self.add("lr_final_factor", final, self.facts["lr_schedule"].provenance,
+                 note=None if final is not None else "moves with the KL, no fixed final value")
+        clips = calls_named(train_fn, "clip_by_global_norm")
+        if "max_grad_norm" not in self.train and not clips:  # older Brax: plain Adam, nothing clips
+            self.add("max_grad_norm", None, (self.code.at(TRAIN, adams[0]),), note="no gradient clipping in train()")
+            return
+        self.from_setting("max_grad_norm", self.train, "max_grad_norm", TRAIN,
+                          extra=[self.code.at(TRAIN, n) for n in clips[:1]])
+
+    # -- entropy ----------------------------------------------------------------------
+    def _entropy(self) -> None:
+        loss = self.loss_scope()
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("entropy_coef",))
+        uses = _products_with(loss_fn, "entropy_cost")
+        self.from_setting("entropy_coef", loss, "entropy_cost", LOSSES,
+                          extra=[self.code.at(LOSSES, n) for n in uses[:1]])
+        if not uses:
+            raise PatternNotFound(("entropy_schedule",), LOSSES, "`entropy_cost * ...` not found in compute_ppo_loss()")
+        self.add("entropy_schedule", "constant", (self.code.at(LOSSES, uses[0]),),
+                 note="a constant float multiplies the entropy in the loss")
+
+    # -- policy -----------------------------------------------------------------------
+    def _distribution_class(self, keys: tuple[str, ...]) -> tuple[str, tuple[Provenance, ...]]:
+        dist_type = self.network.get("distribution_type")
+        if dist_type is not None and isinstance(dist_type.value, str):
+            return dist_type.value, dist_type.provenance
+        make = self.code.function(PPO_NETWORKS, "make_ppo_networks", keys)
+        for name, kind in (("NormalTanhDistribution", "tanh_normal"), ("NormalDistribution", "normal")):
+            calls = calls_named(make, name)
+            if calls:
+                return kind, (self.code.at(PPO_NETWORKS, calls[0]),)
+        raise PatternNotFound(keys, PPO_NETWORKS, "no distribution constructed in make_ppo_networks()")
+
+    def _policy_distribution(self) -> None:
+        keys = ("action_distribution", "std_state_dependent", "std_transform", "std_min", "std_max")
+        kind, kind_provenance = self._distribution_class(keys)
+        self.add("action_distribution", kind, kind_provenance)
+        dist = self.code.module(DISTRIBUTION)
+        if kind == "tanh_normal":
+            cls = _class(dist, "NormalTanhDistribution")
+            create = _nested(cls, "create_dist") if cls is not None else None
+            init = _nested(cls, "__init__") if cls is not None else None
+            if create is None or init is None:
+                raise PatternNotFound(keys[1:], DISTRIBUTION, "NormalTanhDistribution.create_dist() not found")
+            split = calls_named(create, "split")
+            if not split:
+                raise PatternNotFound(("std_state_dependent",), DISTRIBUTION,
+                                      "create_dist does not split the network output into loc and scale")
+            self.add("std_state_dependent", True, (self.code.at(DISTRIBUTION, split[0]),) + kind_provenance,
+                     note="tanh_normal: the policy MLP outputs loc and scale (param_size = 2 x actions); "
+                          "state_dependent_std is ignored")
+            transforms = [name for name in ("softplus", "exp") if calls_named(create, name)]
+            transform_nodes = calls_named(create, transforms[0]) if transforms else []
+            if not transforms:
+                raise PatternNotFound(("std_transform",), DISTRIBUTION, "no softplus/exp on the scale in create_dist")
+            where = (self.code.at(DISTRIBUTION, transform_nodes[0]),)
+            self.add("std_transform", transforms[0], where)
+            floor = dist.signature_defaults(init).get("min_std")
+            if floor is None:
+                raise PatternNotFound(("std_min",), DISTRIBUTION, "NormalTanhDistribution(min_std=...) not found")
+            floor_value, floor_provenance = floor.value, (self.snapshot.where(DISTRIBUTION, floor.line),)
+            make = self.code.module(PPO_NETWORKS).function("make_ppo_networks")
+            for call in calls_named(make, "NormalTanhDistribution") if make is not None else []:
+                passed = call_kwargs(call).get("min_std")
+                if passed is not None:
+                    floor_value, used = evaluate(passed.value, self.network)
+                    floor_provenance = used + (self.code.at(PPO_NETWORKS, passed),)
+            self.add("std_min", floor_value, floor_provenance + where,
+                     note="scale = (softplus(raw) + min_std) * var_scale")
+            bounded = [c for c in descendants(create) if isinstance(c, cst.Call)
+                       and (dotted_name(c.func) or "").rsplit(".", 1)[-1] in ("clip", "minimum")]
+            if bounded:
+                raise PatternNotFound(("std_max",), DISTRIBUTION, "create_dist bounds the scale in an unknown way")
+            self.add("std_max", None, where, note="no upper bound on the scale in create_dist")
+            return
+        # normal: a separate std head or parameter, chosen by make_ppo_networks' arguments.
+        dependent = self.setting(self.network, "state_dependent_std", ("std_state_dependent",), PPO_NETWORKS)
+        self.add("std_state_dependent", bool(dependent.value), dependent.provenance + kind_provenance)
+        noise = self.setting(self.network, "noise_std_type", ("std_transform",), PPO_NETWORKS)
+        transform = "exp" if noise.value == "log" else "other"
+        self.add("std_transform", transform, noise.provenance,
+                 note=None if transform == "exp" else f"noise_std_type={noise.value!r}: the raw parameter is the std")
+        self.add("std_min", None, noise.provenance, note="no floor on the std")
+        self.add("std_max", None, noise.provenance, note="no upper bound on the std")
+
+    def _architecture(self) -> None:
+        self.from_setting("policy_hidden_layers", self.network, "policy_hidden_layer_sizes", PPO_NETWORKS)
+        self.from_setting("value_hidden_layers", self.network, "value_hidden_layer_sizes", PPO_NETWORKS)
+        activation = self.network.get("activation")
+        if activation is None:
+            raise PatternNotFound(("activation",), PPO_NETWORKS, "parameter 'activation' not found")
+        name = last_identifier(activation.value)
+        if name is None:
+            raise PatternNotFound(("activation",), PPO_NETWORKS, "activation is not a named function")
+        canonical = canonical_activation(name)
+        self.add("activation", canonical if canonical in ("silu", "relu", "tanh", "elu") else "other",
+                 activation.provenance, note=f"{name}" if canonical != name else None)
+        make = self.code.function(PPO_NETWORKS, "make_ppo_networks", ("kernel_init", "shared_network"))
+        policy_calls = calls_named(make, "make_policy_network")
+        value_calls = calls_named(make, "make_value_network")
+        if not policy_calls or not value_calls:
+            raise PatternNotFound(("kernel_init", "shared_network"), PPO_NETWORKS,
+                                  "make_policy_network()/make_value_network() calls not found")
+        self.add("shared_network", False,
+                 (self.code.at(PPO_NETWORKS, policy_calls[0]), self.code.at(PPO_NETWORKS, value_calls[0])),
+                 note="separate policy and value networks")
+        self._kernel_init(policy_calls[0])
+
+    def _kernel_init(self, policy_call: cst.Call) -> None:
+        passed = call_kwargs(policy_call).get("kernel_init")
+        if passed is not None:
+            expr = passed.value.func if isinstance(passed.value, cst.Call) else passed.value
+            param = dotted_name(expr)
+            found = self.network.get(param or "")
+            if found is not None:
+                name, provenance = last_identifier(found.value), found.provenance
+            else:
+                name = last_identifier(Code(self.code.module(PPO_NETWORKS).code(passed.value)))
+                provenance = ()
+            provenance = provenance + (self.code.at(PPO_NETWORKS, passed),)
+        else:
+            fn = self.code.function(NETWORKS, "make_policy_network", ("kernel_init",))
+            default = self.code.module(NETWORKS).signature_defaults(fn).get("kernel_init")
+            if default is not None:
+                name, provenance = last_identifier(default.value), (self.snapshot.where(NETWORKS, default.line),)
+            else:  # older Brax: the initializer is written into the MLP(...) call
+                inner = [arg for call in calls_named(fn, "MLP")
+                         for key, arg in call_kwargs(call).items() if key == "kernel_init"]
+                if not inner:
+                    raise PatternNotFound(("kernel_init",), NETWORKS, "make_policy_network's kernel_init not found")
+                name = last_identifier(Code(self.code.module(NETWORKS).code(inner[0].value)))
+                provenance = (self.code.at(NETWORKS, inner[0]),)
+        canonical = _KERNEL_INIT.get(name or "", "other")
+        self.add("kernel_init", canonical, provenance, note=name if canonical != name else None)
+
+    def _clip(self) -> None:
+        loss = self.loss_scope()
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("clip_epsilon",))
+        clips = [c for c in calls_named(loss_fn, "clip") if "clipping_epsilon" in self.code.module(LOSSES).code(c)
+                 and "clipping_epsilon_value" not in self.code.module(LOSSES).code(c)]
+        self.from_setting("clip_epsilon", loss, "clipping_epsilon", LOSSES,
+                          extra=[self.code.at(LOSSES, c) for c in clips[:1]])
+
+
+# -- small structural queries ---------------------------------------------------------
+def _nested(node: cst.CSTNode | None, name: str) -> cst.FunctionDef | None:
+    """The first ``def name`` inside ``node`` (or node itself)."""
+    if node is None:
+        return None
+    for child in descendants(node):
+        if isinstance(child, cst.FunctionDef) and child.name.value == name:
+            return child
+    return None
+
+
+def _class(module: PyModule, name: str) -> cst.ClassDef | None:
+    found = module.classes(name)
+    return found[0] if found else None
+
+
+def _assignments(node: cst.CSTNode, target: str) -> list[cst.Assign]:
+    """``target = ...`` statements under node, in source order."""
+    out = []
+    for child in descendants(node):
+        if isinstance(child, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == target for t in child.targets):
+            out.append(child)
+    return out
+
+
+def _assignment_to(node: cst.CSTNode, target: str, value_suffix: str) -> cst.Assign | None:
+    """``target = something.value_suffix`` under node."""
+    for assign in _assignments(node, target):
+        name = dotted_name(assign.value) or ""
+        if name.endswith("." + value_suffix):
+            return assign
+    return None
+
+
+def _ifs_on(node: cst.CSTNode, name: str) -> list[cst.If]:
+    return [c for c in descendants(node) if isinstance(c, cst.If) and isinstance(c.test, cst.Name)
+            and c.test.value == name]
+
+
+def _products_with(node: cst.CSTNode, name: str) -> list[cst.BinaryOperation]:
+    """Multiplications with the bare name ``name`` as an operand."""
+    out = []
+    for child in descendants(node):
+        if isinstance(child, cst.BinaryOperation) and isinstance(child.operator, cst.Multiply):
+            for side in (child.left, child.right):
+                if isinstance(side, cst.Name) and side.value == name:
+                    out.append(child)
+    return out
+
+
+def _product_factors(expr: cst.CSTNode) -> list[cst.CSTNode]:
+    """``a * b * (c)`` -> [a, b, c]; anything else is one factor."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _product_factors(expr.left) + _product_factors(expr.right)
+    return [expr]
