@@ -193,7 +193,7 @@ class _VariantFacts:
     # -- algorithm: defaults, keys read, the batch guard ---------------------------------
     def _algorithm(self) -> code.AlgorithmCode | None:
         name = self.spec.get("agent.algorithm.name")
-        algorithm = code.read_algorithm(self.tree, str(name)) if name else None
+        algorithm = self.tree.ask(code.read_algorithm, str(name)) if name else None
         if algorithm is None:
             self.find("spec_code_mismatch", "ERROR",
                       f"agent.algorithm.name {name!r}: no such algorithm class under {code.ALGORITHM_DIR}",
@@ -217,7 +217,7 @@ class _VariantFacts:
         return self.setting(f"agent.algorithm.{key}", defaults.get(key))
 
     def _batch(self) -> None:
-        env_code = code.read_env(self.tree)
+        env_code = self.tree.ask(code.read_env)
         self.env_code = env_code
         num_envs, num_envs_at, num_envs_note = self.setting(
             "env.num_envs", env_code.keys.get("num_envs") if env_code else None)
@@ -253,7 +253,7 @@ class _VariantFacts:
         self.add("gae_horizon", eff_h, h_prov,
                  "spec: agent.algorithm.time_horizon; GAE runs over the whole collected batch", horizon)
         memory_name = str(self.spec.get("agent.memory.name") or "OnPolicyBatchReplay")
-        trigger_at = code.read_training_trigger(self.tree, memory_name)
+        trigger_at = self.tree.ask(code.read_training_trigger, memory_name)
         if trigger is not None and trigger_at is not None and trigger_at.value:
             unrolls = trigger // eff_h if eff_h and trigger % eff_h == 0 else None
             self.add("unrolls_per_update", unrolls,
@@ -268,7 +268,7 @@ class _VariantFacts:
         self.add("epochs_per_update", epochs, epochs_at, epochs_note)
         self.add("minibatch_transitions", eff_mb, mb_prov, "spec: agent.algorithm.minibatch_size"
                  + (" (adjusted by the batch guard)" if eff_mb != minibatch else ""), minibatch)
-        split = code.read_minibatch_split(self.tree, self.algorithm) if self.algorithm else None
+        split = self.tree.ask(code.read_minibatch_split, self.algorithm) if self.algorithm else None
         if split is None:
             self.missing_pattern("split_minibatch", code.LIB_DIR, "minibatches_per_epoch")
             return
@@ -345,7 +345,7 @@ class _VariantFacts:
             self.add("discount", float(gamma), gamma_at, gamma_note)
         if lam is not None:
             self.add("gae_lambda", float(lam), lam_at, lam_note)
-        gae = code.read_gae(self.tree)
+        gae = self.tree.ask(code.read_gae)
         if gae is None or gae.value is None:
             self.missing_pattern("calc_gaes", code.MATH_UTIL, "bootstrap_on_timeout")
         else:
@@ -355,7 +355,7 @@ class _VariantFacts:
                      "state's value (after an auto-reset, the new episode's first state)"
                      if truncation_bootstraps else "GAE masks on dones: truncation is treated as termination")
         coef, coef_at, coef_note = self.algo("val_loss_coef")
-        loss_line = code.read_value_loss(self.tree)
+        loss_line = self.tree.ask(code.read_value_loss)
         if coef is not None:
             self.add("value_loss_coef", float(coef), [coef_at] + ([self.at_code(loss_line)] if loss_line else []),
                      f"{coef_note}; val_loss_coef x MSELoss (a mean of squares, no 0.5)")
@@ -393,7 +393,7 @@ class _VariantFacts:
         name = self.spec.get(dotted)
         if name is None:
             return None
-        defined = code.read_var_schedulers(self.tree)
+        defined = self.tree.ask(code.read_var_schedulers)
         if defined and name not in defined:
             self.find("spec_code_mismatch", "ERROR",
                       f"{dotted} {name!r}: VarScheduler looks it up in math_util, which has no such function",
@@ -402,7 +402,7 @@ class _VariantFacts:
 
     def _action_distribution(self) -> None:
         pdtype, pd_at, pd_note = self.algo("action_pdtype")
-        table = code.read_action_pds(self.tree)
+        table = self.tree.ask(code.read_action_pds)
         if table is None:
             self.missing_pattern("ACTION_PDS", code.POLICY_UTIL, "action_distribution")
             return
@@ -418,7 +418,7 @@ class _VariantFacts:
         else:
             self.add("action_distribution", DISTRIBUTIONS.get(name, name.lower()), [pd_at, self.at_code(table)],
                      pd_note)
-        clamp = code.read_log_std_clamp(self.tree)
+        clamp = self.tree.ask(code.read_log_std_clamp)
         if clamp is None:
             self.missing_pattern("log-std clamp in init_action_pd", code.POLICY_UTIL, "std_min")
         else:
@@ -433,7 +433,7 @@ class _VariantFacts:
     # -- networks, optimizer, schedule ------------------------------------------------------
     def _net(self) -> None:
         net_type = self.spec.get("agent.net.type")
-        found = code.read_net_class(self.tree, str(net_type)) if net_type else None
+        found = self.tree.ask(code.read_net_class, str(net_type)) if net_type else None
         if found is None:
             self.find("spec_code_mismatch", "ERROR",
                       f"agent.net.type {net_type!r}: no such net class under {code.NET_DIR}",
@@ -441,7 +441,7 @@ class _VariantFacts:
             return
         net, read = found
         read = dict(read)
-        read.update(code.read_net_spec_keys_in_algorithms(self.tree))
+        read.update(self.tree.ask(code.read_net_spec_keys_in_algorithms))
         for key in self.spec.get("agent.net", {}) or {}:
             bare = key.removeprefix("actor_").removeprefix("critic_")
             if key not in read and bare not in read:
@@ -456,7 +456,7 @@ class _VariantFacts:
         self._layers("actor_arc", "policy_hidden_layers", True)
         self._layers("critic_arc", "value_hidden_layers", False)
         log_std_init, log_std_at, log_std_note = net_setting("log_std_init")
-        param = code.read_log_std_param(self.tree)
+        param = self.tree.ask(code.read_log_std_param)
         self.add("std_state_dependent", log_std_init is None,
                  [log_std_at] + ([self.at_code(param)] if param else []),
                  f"{log_std_note}; log_std_init null -> the std is a head of the policy net, "
@@ -468,7 +468,7 @@ class _VariantFacts:
                      self.at_spec("agent.net.loss_spec.name") if self.spec.has("agent.net.loss_spec.name")
                      else loss_at, f"{loss_note}: {loss_name}")
         clip, clip_at, clip_note = net_setting("clip_grad_val")
-        scope = code.read_grad_clip(self.tree)
+        scope = self.tree.ask(code.read_grad_clip)
         self.add("max_grad_norm", None if clip is None else float(clip),
                  [clip_at] + ([self.at_code(scope)] if scope else []),
                  f"{clip_note}; clip_grad_norm_ per network (actor and critic separately)"
@@ -500,7 +500,7 @@ class _VariantFacts:
     def _init(self, net_setting) -> None:
         init_fn, init_at, init_note = net_setting("init_fn")
         activation, _, _ = net_setting("hid_layers_activation")
-        gain = code.read_init_gain(self.tree)
+        gain = self.tree.ask(code.read_init_gain)
         if init_fn is None:
             self.add("kernel_init", "kaiming_uniform", init_at,
                      f"{init_note}; init_fn null: torch's nn.Linear default (kaiming_uniform, a=sqrt(5))")
@@ -516,7 +516,7 @@ class _VariantFacts:
         optim, optim_at, optim_note = net_setting("optim_spec")
         optim = optim if isinstance(optim, dict) else {}
         optim_name = optim.get("name", "Adam")
-        if optim_name not in code.read_optimizers(self.tree):
+        if optim_name not in self.tree.ask(code.read_optimizers):
             self.find("spec_code_mismatch", "ERROR", f"agent.net.optim_spec.name {optim_name!r}: not in torch.optim",
                       (self.at_spec("agent.net.optim_spec.name"),))
         if "lr" in optim:
@@ -533,7 +533,7 @@ class _VariantFacts:
 
     def _lr_schedule(self, net_setting) -> None:
         spec_value, spec_at, spec_note = net_setting("lr_scheduler_spec")
-        schedulers = code.read_lr_scheduler(self.tree)
+        schedulers = self.tree.ask(code.read_lr_scheduler)
         if schedulers is None:
             self.missing_pattern("get_lr_scheduler", code.NET_UTIL, "lr_schedule")
             return

@@ -15,6 +15,7 @@ interprets its plain arithmetic (assignments, ``if``/``elif``, ``math.ceil``, ``
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -64,6 +65,14 @@ class SourceTree:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._modules: dict[str, PyModule | None] = {}
+        self._answers: dict[tuple, Any] = {}
+
+    def ask(self, reader, *args) -> Any:
+        """``reader(self, *args)``, computed once per snapshot: variants share the code."""
+        key = (reader.__name__, *(a if isinstance(a, (str, int)) else id(a) for a in args))
+        if key not in self._answers:
+            self._answers[key] = reader(self, *args)
+        return self._answers[key]
 
     def module(self, path: str) -> PyModule | None:
         if path not in self._modules:
@@ -76,8 +85,17 @@ class SourceTree:
     def python_files(self, directory: str) -> list[str]:
         return [f"{directory}/{name}" for name in self.snapshot.listdir(directory) if name.endswith(".py")]
 
+    def _mentions(self, path: str, pattern: str) -> bool:
+        """A cheap text test before parsing: libcst parses are the slow part."""
+        try:
+            return re.search(pattern, self.snapshot.read(path), re.MULTILINE) is not None
+        except SourceError:
+            return False
+
     def find_class(self, directory: str, name: str) -> tuple[PyModule, cst.ClassDef] | None:
         for path in self.python_files(directory):
+            if not self._mentions(path, rf"^\s*class {re.escape(name)}\b"):
+                continue
             module = self.module(path)
             if module is not None and module.classes(name):
                 return module, module.classes(name)[0]
@@ -85,6 +103,8 @@ class SourceTree:
 
     def find_function(self, directory: str, name: str) -> tuple[PyModule, cst.FunctionDef] | None:
         for path in self.python_files(directory):
+            if not self._mentions(path, rf"^\s*def {re.escape(name)}\b"):
+                continue
             module = self.module(path)
             if module is not None and module.function(name) is not None:
                 return module, module.function(name)
