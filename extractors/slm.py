@@ -352,7 +352,8 @@ class _VariantFacts:
             truncation_bootstraps = gae.value == "terminateds"
             self.add("bootstrap_on_timeout", truncation_bootstraps, self.at_code(gae),
                      "GAE masks on terminateds only: a truncated step bootstraps from the next stored "
-                     "state's value (after an auto-reset, the new episode's first state)"
+                     "state's value (after an auto-reset, the new episode's first state), and the GAE "
+                     "trace runs on across the truncation"
                      if truncation_bootstraps else "GAE masks on dones: truncation is treated as termination")
         coef, coef_at, coef_note = self.algo("val_loss_coef")
         loss_line = self.tree.ask(code.read_value_loss)
