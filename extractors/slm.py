@@ -41,6 +41,11 @@ KERNEL_INITS = {"orthogonal_": "orthogonal", "xavier_uniform_": "xavier_uniform"
 VAR_SCHEDULES = {"no_decay": "constant", "linear_decay": "linear_decay"}
 LINEAR_SCHEDULERS = {"LinearToZero": 0.0}  # name -> final factor; LinearToMin reads min_factor
 LAYER_NAMES = ("LazyLinear", "Linear")
+# Parts of a variant SLM-Lab indexes as dicts: not being one is bad input, not a finding.
+REQUIRED_MAPPINGS = ("agent", "agent.algorithm", "agent.net", "env")
+NULLABLE_MAPPINGS = ("agent.memory", "agent.algorithm.clip_eps_spec", "agent.algorithm.entropy_coef_spec",
+                     "agent.net.optim_spec", "agent.net.loss_spec", "agent.net.lr_scheduler_spec",
+                     "agent.net.actor_arc", "agent.net.critic_arc")
 # Keys SLM-Lab's own machinery reads from every algorithm/net spec, outside the class.
 ALGORITHM_KEYS_READ_ELSEWHERE = {"name"}
 TORCH_ADAM_EPS = 1e-8  # torch.optim.Adam's default eps
@@ -131,6 +136,7 @@ class SlmExtractor:
     # -- facts --------------------------------------------------------------------------
     def variant(self, name: str) -> Extraction:
         spec = self.spec_file.resolve(name)
+        spec.require_mappings(REQUIRED_MAPPINGS, NULLABLE_MAPPINGS)
         extraction = Extraction(
             side="slm",
             sources={"slm": self.snapshot.info()},
@@ -328,8 +334,7 @@ class _VariantFacts:
             clip_at = [self.at_code(env_code.obs_norm_gpu)]
             note = "GPU path (device auto -> cuda): TorchNormalizeObservation, no clip"
             if env_code.obs_clip_cpu is not None:
-                clip_value, clip_src, _ = self.setting("env.clip_obs", env_code.keys.get("clip_obs"))
-                note += f"; the CPU path clips at clip_obs (default 10.0)"
+                note += "; the CPU path clips at clip_obs (default 10.0)"
                 clip_at.append(self.at_code(env_code.obs_clip_cpu))
             self.add("obs_clip", None, clip_at, note)
         elif env_code.obs_clip_cpu is not None:
@@ -407,12 +412,12 @@ class _VariantFacts:
         if table is None:
             self.missing_pattern("ACTION_PDS", code.POLICY_UTIL, "action_distribution")
             return
-        name = table.value[0] if pdtype in (None, "default") and "Normal" not in table.value else (
-            "Normal" if pdtype in (None, "default") else pdtype)
-        if name not in table.value:
+        # "default"/absent: the first of ACTION_PDS' list for the action type (Playground: multi-dim).
+        name = table.value["default"] if pdtype in (None, "default") else str(pdtype)
+        if name not in table.value["names"]:
             self.find("spec_code_mismatch", "ERROR",
                       f"agent.algorithm.action_pdtype {name!r} is not a continuous distribution the code "
-                      f"defines (ACTION_PDS: {', '.join(table.value)})",
+                      f"defines (ACTION_PDS: {', '.join(table.value['names'])})",
                       (pd_at, self.at_code(table)), "action_distribution")
             self.add("action_distribution", None, [pd_at, self.at_code(table)],
                      f"{pd_note}; not defined at this ref, training would fail", name)

@@ -449,7 +449,8 @@ def read_log_std_clamp(tree: SourceTree) -> Found | None:
 
 
 def read_action_pds(tree: SourceTree) -> Found | None:
-    """Distribution names a continuous policy may use: ACTION_PDS' continuous lists."""
+    """Distribution names a continuous policy may use (ACTION_PDS' continuous lists) and the
+    one ``action_pdtype: default`` picks for multi-dimensional actions."""
     module = tree.module(POLICY_UTIL)
     if module is None:
         return None
@@ -459,7 +460,8 @@ def read_action_pds(tree: SourceTree) -> Found | None:
         except NotLiteral:
             return None
         names = sorted({n for kind in ("continuous", "multi_continuous") for n in table.get(kind, [])})
-        return Found(names, module.path, module.line(node))
+        firsts = table.get("multi_continuous") or table.get("continuous") or [None]
+        return Found({"names": names, "default": firsts[0]}, module.path, module.line(node))
     return None
 
 

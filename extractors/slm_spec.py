@@ -59,6 +59,18 @@ class ResolvedSpec:
         marker = object()
         return self.get(dotted, marker) is not marker
 
+    def require_mappings(self, required: tuple[str, ...], nullable: tuple[str, ...] = ()) -> None:
+        """A SpecError naming the key and line when a value that must be a mapping is not."""
+        for dotted in required + nullable:
+            if not self.has(dotted):
+                if dotted in required:
+                    raise SpecError(f"{self.path}: variant {self.name}: {dotted} is missing")
+                continue
+            value = self.get(dotted)
+            if not isinstance(value, dict) and not (value is None and dotted in nullable):
+                raise SpecError(f"{self.path}: variant {self.name}: {dotted} must be a mapping, "
+                                f"not {type(value).__name__} (line {self.line(dotted)})")
+
     def line(self, dotted: str) -> int | None:
         """The line of the value at ``dotted``, or of its nearest written parent."""
         parts = tuple(dotted.split("."))

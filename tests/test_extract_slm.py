@@ -87,6 +87,26 @@ def test_bad_yaml_is_one_spec_error(text, message):
         SpecFile(text, "bad.yaml", {}).resolve("v")
 
 
+def test_invalid_json_and_self_referencing_alias():
+    with pytest.raises(SpecError, match="invalid JSON at line 2"):
+        SpecFile('{"v": {\n  "agent": ,\n}}', "bad.json", {})
+    with pytest.raises(SpecError, match="refers to itself"):
+        SpecFile("v: &loop\n  agent: *loop\n", "loop.yaml", {}).resolve("v")
+
+
+def test_non_mapping_where_a_mapping_belongs(slm_repo):
+    text = fx.SPEC.replace("ppo_fx_unread:\n  agent:\n    name: PPO\n    algorithm:\n      <<: *algorithm\n"
+                           "      time_horizon: 16\n      training_epoch: 1\n      fancy_knob: 3\n",
+                           "ppo_fx_unread:\n  agent:\n    name: PPO\n    algorithm: [PPO]\n")
+    assert text != fx.SPEC
+    path, _ = slm_repo
+    sha = add_commit(path, {fx.SPEC_PATH: text}, message="algorithm as a list")
+    ex = SlmExtractor(Repository(path, "slm").resolve(sha), sets=SETS)
+    with pytest.raises(SpecError, match=r"agent.algorithm must be a mapping, not list \(line \d+\)"):
+        ex.variant("ppo_fx_unread")
+    assert ex.variant("ppo_fx").facts["discount"].value == 0.995  # other variants still resolve
+
+
 def test_alias_bomb_is_bounded():
     levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 9):
@@ -112,6 +132,9 @@ def test_json_spec_resolves_with_lines(slm_repo):
     assert lines(facts["discount"]) == [("ppo_demo.json", fx.line_of(fx.JSON_SPEC, '"gamma": 0.9'))]
     assert facts["shared_network"].value is True
     assert facts["lr_schedule"].value == "constant"
+    # no action_pdtype: "default" is ACTION_PDS' first multi_continuous entry
+    assert facts["action_distribution"].value == "normal"
+    assert ("policy_util.py", fx.line_of(fx.POLICY_UTIL, "ACTION_PDS = {")) in lines(facts["action_distribution"])
     # val_loss_coef is absent: the PPO default dict gives it, with the code line
     assert facts["value_loss_coef"].value == 0.75
     assert ("ppo.py", fx.line_of(fx.PPO, "val_loss_coef=0.75")) in lines(facts["value_loss_coef"])
