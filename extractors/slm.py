@@ -190,6 +190,7 @@ class _VariantFacts:
                       f"{'.'.join(path)} is ${{{var}}}; set it with --set {var}=... to name the environment",
                       (self.at_spec(".".join(path)),))
         self.algorithm = self._algorithm()
+        self.env_code = self.tree.ask(code.read_env)
         self._batch()
         self._reward_and_observations()
         self._value_and_advantages()
@@ -223,8 +224,7 @@ class _VariantFacts:
         return self.setting(f"agent.algorithm.{key}", defaults.get(key))
 
     def _batch(self) -> None:
-        env_code = self.tree.ask(code.read_env)
-        self.env_code = env_code
+        env_code = self.env_code
         num_envs, num_envs_at, num_envs_note = self.setting(
             "env.num_envs", env_code.keys.get("num_envs") if env_code else None)
         num_envs = num_envs if isinstance(num_envs, int) else 1
@@ -296,8 +296,11 @@ class _VariantFacts:
         if env_code is None:
             self.missing_pattern("make_env", code.ENV_INIT)
             return
+        # Other envs get unreserved keys as gym.make kwargs; the playground builder drops them.
+        name = str(self.spec.get("env.name") or "")
+        playground = name.startswith("playground/") or ("${" in name and "playground" in self.spec.path)
         for key in self.spec.get("env", {}) or {}:
-            if key not in env_code.keys:
+            if key not in env_code.keys and (playground or env_code.passthrough is None):
                 self.find("unread_spec_key", "ERROR",
                           f"env.{key} is set but make_env at this ref does not read it "
                           "(for playground envs nothing else does)",

@@ -584,6 +584,7 @@ class EnvCode:
     obs_clip_cpu: Found | None  # ClipObservation(bound=clip_obs) (no device)
     obs_eps: Found | None  # epsilon of the torch normalizer
     playground_line: int  # where playground envs are built (1 when absent)
+    passthrough: Found | None = None  # `{k: v for k, v in env_spec.items() ...}`: gym.make kwargs
 
 
 def read_env(tree: SourceTree) -> EnvCode | None:
@@ -623,4 +624,10 @@ def read_env(tree: SourceTree) -> EnvCode | None:
             default = wrappers.signature_defaults(init).get("epsilon")
             if default is not None:
                 eps = Found(default.value, wrappers.path, default.line)
-    return EnvCode(keys, reward, gpu, cpu, clip, eps, module.line(playground) if playground is not None else 1)
+    passthrough = None
+    for node in module.walk(m.DictComp()):
+        if "env_spec.items()" in module.code(node):
+            passthrough = Found("make_kwargs", module.path, module.line(node))
+            break
+    return EnvCode(keys, reward, gpu, cpu, clip, eps, module.line(playground) if playground is not None else 1,
+                   passthrough)

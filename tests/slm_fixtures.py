@@ -156,6 +156,7 @@ ppo_fx_unread:
   env:
     <<: *env
     num_envs: 8
+    action_repeat: 2
   meta: {max_session: 1}
 """
 
@@ -478,6 +479,9 @@ def make_env(spec):
     normalize_obs = env_spec.get("normalize_obs", False)
     clip_obs = env_spec.get("clip_obs", 10.0 if normalize_obs else None)
     reward_scale = env_spec.get("reward_scale", 1.0)
+    if not name.startswith("playground/"):  # other envs take the remaining keys as kwargs
+        make_kwargs = {k: v for k, v in env_spec.items() if k not in RESERVED}
+        return gym.make(name, **make_kwargs)
     return _make_playground_env(name, num_envs, normalize_obs, clip_obs, reward_scale=reward_scale)
 '''
 

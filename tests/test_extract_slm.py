@@ -227,11 +227,23 @@ def test_constant_lr_reward_scale_and_no_grad_clip(slm_repo):
 
 def test_unread_spec_key_is_an_error(slm_repo):
     findings = extractor(slm_repo).variant("ppo_fx_unread").findings
-    unread = [f for f in findings if f.kind == "unread_spec_key"]
-    assert len(unread) == 1 and "agent.algorithm.fancy_knob" in unread[0].message
-    assert unread[0].severity == "ERROR"
-    files = sorted(p.path.rsplit("/", 1)[-1] for p in unread[0].provenance)
+    unread = {f.message.split(" ")[0]: f for f in findings if f.kind == "unread_spec_key"}
+    assert sorted(unread) == ["agent.algorithm.fancy_knob", "env.action_repeat"]
+    assert {f.severity for f in unread.values()} == {"ERROR"}
+    files = sorted(p.path.rsplit("/", 1)[-1] for p in unread["agent.algorithm.fancy_knob"].provenance)
     assert files == ["ppo.py", "ppo_playground.yaml"]
+    assert ("ppo_playground.yaml", fx.line_of(fx.SPEC, "action_repeat: 2")) in lines(unread["env.action_repeat"])
+
+
+def test_unread_env_key_only_for_playground_envs(slm_repo):
+    # A gym env gets the remaining env keys as constructor kwargs: nothing is unread.
+    gym_sets = {**SETS, "env": "CartPole-v1"}
+    findings = extractor(slm_repo, sets=gym_sets).variant("ppo_fx_unread").findings
+    assert [f.message.split(" ")[0] for f in findings if f.kind == "unread_spec_key"] == [
+        "agent.algorithm.fancy_knob"]
+    playground_sets = {**SETS, "env": "playground/CartpoleBalance"}
+    findings = extractor(slm_repo, sets=playground_sets).variant("ppo_fx_unread").findings
+    assert "env.action_repeat" in [f.message.split(" ")[0] for f in findings if f.kind == "unread_spec_key"]
 
 
 def test_extraction_shape_and_determinism(slm_repo):
