@@ -1,9 +1,65 @@
-"""`brax-diff extract slm`: not built yet (see the issue tracker)."""
+"""`brax-diff extract slm`: an SLM-Lab spec variant's effective PPO settings at a git ref."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+from ..config import load_settings
+from ..errors import BraxDiffError
+from ..sources import Repository
+from .common import FORMATS, print_extractions
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``["max_frame=1e8", "env=playground/CartpoleBalance"]`` -> a dict; later wins."""
+    sets: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
+        sets[key.strip()] = value
+    return sets
+
+
+def extract_slm(
+    repo: Optional[str] = typer.Option(None, "--repo", help="SLM-Lab checkout, bare clone or URL "
+                                       "(default: setting slm_repo, '.')."),
+    ref: Optional[str] = typer.Option(None, "--ref", help="Branch, tag or commit (default: setting slm_ref, HEAD)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="Spec file in the repository, YAML or JSON "
+                                       "(default: setting spec)."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Spec variant (default: the file's first)."),
+    all_variants: bool = typer.Option(False, "--all-variants", help="Extract every variant in the file."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder, "
+                                             "like SLM-Lab's -s (repeatable)."),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
+                                          "replacing the shipped one."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any ERROR finding is reported."),
+) -> None:
+    """Resolve a spec variant as SLM-Lab does and map it onto the canonical keys."""
+    from extractors.slm import SlmExtractor, load_mapping  # library import kept out of CLI start-up
+
+    if fmt not in FORMATS:
+        raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if variant and all_variants:
+        raise BraxDiffError("give either --variant or --all-variants, not both")
+    settings = load_settings(slm_repo=repo, slm_ref=ref, spec=spec, mapping=mapping)
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping))
+    names = extractor.variants()
+    if not names:
+        raise BraxDiffError(f"{settings.spec} at {settings.slm_ref} defines no variants")
+    chosen = names if all_variants else [variant or names[0]]
+    extractions = [extractor.variant(name) for name in chosen]
+    print_extractions(extractions, fmt)
+    if strict and any(f.severity == "ERROR" for e in extractions for f in e.findings):
+        raise SystemExit(1)  # main() returns a click Exit's code unseen in non-standalone mode
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the `extract` group."""
+    app.command("slm")(extract_slm)

@@ -1,0 +1,633 @@
+"""What SLM-Lab's code does with a spec, read statically (libcst) at one commit.
+
+Each reader looks for one shape of code (a default dict passed to ``util.set_attr``,
+a ``torch.clamp`` on the log-std, a ``clip_grad_norm_`` call, ...) and returns what it
+found with the line it found it on, or ``None`` when the shape is not there at this
+ref; the extractor turns a ``None`` into a WARNING finding instead of guessing.
+
+The batch guard in ``PPO.init_algorithm_params`` (rounding ``minibatch_size`` and
+``time_horizon`` relative to ``num_envs``, capping the minibatch at the batch) changed
+shape over SLM-Lab's history, so it is not matched but *evaluated*: :class:`Guard`
+interprets its plain arithmetic (assignments, ``if``/``elif``, ``math.ceil``, ``//``,
+``%``, comparisons) on the spec's numbers. Anything else stops it with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import libcst as cst
+import libcst.matchers as m
+
+from brax_diff.errors import SourceError
+from brax_diff.sources import Snapshot
+
+from .pyast import NotLiteral, PyModule, dotted_name, literal
+
+ALGORITHM_DIR = "slm_lab/agent/algorithm"
+POLICY_UTIL = "slm_lab/agent/algorithm/policy_util.py"
+ACTOR_CRITIC = "slm_lab/agent/algorithm/actor_critic.py"
+NET_DIR = "slm_lab/agent/net"
+NET_UTIL = "slm_lab/agent/net/net_util.py"
+NET_BASE = "slm_lab/agent/net/base.py"
+MEMORY_DIR = "slm_lab/agent/memory"
+LIB_DIR = "slm_lab/lib"
+MATH_UTIL = "slm_lab/lib/math_util.py"
+ENV_INIT = "slm_lab/env/__init__.py"
+ENV_WRAPPERS = "slm_lab/env/wrappers.py"
+
+# torch.optim.lr_scheduler classes SLM-Lab's fallback ``getattr`` can find (torch 2.x).
+TORCH_LR_SCHEDULERS = frozenset({
+    "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR",
+    "SequentialLR", "CosineAnnealingLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR",
+    "CosineAnnealingWarmRestarts", "OneCycleLR", "PolynomialLR", "LRScheduler",
+})
+# torch.optim optimizers and torch.distributions classes the code reaches by name.
+TORCH_OPTIMIZERS = frozenset({"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                              "RAdam", "ASGD", "LBFGS", "Rprop", "SparseAdam"})
+
+
+@dataclass(frozen=True)
+class Found:
+    """A value read from code and where: ``path`` at 1-based ``line``."""
+
+    value: Any
+    path: str
+    line: int
+
+
+class SourceTree:
+    """Parsed Python files of one snapshot, each parsed once."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._modules: dict[str, PyModule | None] = {}
+        self._answers: dict[tuple, Any] = {}
+
+    def ask(self, reader, *args) -> Any:
+        """``reader(self, *args)``, computed once per snapshot: variants share the code."""
+        key = (reader.__name__, *(a if isinstance(a, (str, int)) else id(a) for a in args))
+        if key not in self._answers:
+            self._answers[key] = reader(self, *args)
+        return self._answers[key]
+
+    def module(self, path: str) -> PyModule | None:
+        if path not in self._modules:
+            try:
+                self._modules[path] = PyModule(self.snapshot.read(path), path)
+            except (SourceError, SyntaxError):
+                self._modules[path] = None
+        return self._modules[path]
+
+    def python_files(self, directory: str) -> list[str]:
+        return [f"{directory}/{name}" for name in self.snapshot.listdir(directory) if name.endswith(".py")]
+
+    def _mentions(self, path: str, pattern: str) -> bool:
+        """A cheap text test before parsing: libcst parses are the slow part."""
+        try:
+            return re.search(pattern, self.snapshot.read(path), re.MULTILINE) is not None
+        except SourceError:
+            return False
+
+    def find_class(self, directory: str, name: str) -> tuple[PyModule, cst.ClassDef] | None:
+        for path in self.python_files(directory):
+            if not self._mentions(path, rf"^\s*class {re.escape(name)}\b"):
+                continue
+            module = self.module(path)
+            if module is not None and module.classes(name):
+                return module, module.classes(name)[0]
+        return None
+
+    def find_function(self, directory: str, name: str) -> tuple[PyModule, cst.FunctionDef] | None:
+        for path in self.python_files(directory):
+            if not self._mentions(path, rf"^\s*def {re.escape(name)}\b"):
+                continue
+            module = self.module(path)
+            if module is not None and module.function(name) is not None:
+                return module, module.function(name)
+        return None
+
+
+# -- small matchers ---------------------------------------------------------------------
+
+def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def calls(module: PyModule, within: cst.CSTNode, name: str) -> list[cst.Call]:
+    """Calls in ``within`` whose callee's dotted name is ``name`` or ends with ``.name``."""
+    found = []
+    for node in _descendants(within):
+        if isinstance(node, cst.Call):
+            callee = dotted_name(node.func) or ""
+            if callee == name or callee.endswith("." + name):
+                found.append(node)
+    return found
+
+
+def _descendants(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def string_keys_read(module: PyModule, within: cst.CSTNode, holders: set[str]) -> dict[str, Found]:
+    """Keys read from a dict named in ``holders``: ``h.get("k", d)`` and ``h["k"]``.
+
+    The value is the ``.get`` default when it is a literal (else None).
+    """
+    out: dict[str, Found] = {}
+    for node in _descendants(within):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get":
+            holder = dotted_name(node.func.value) or ""
+            if holder.split(".")[-1] in holders and node.args and isinstance(node.args[0].value, cst.SimpleString):
+                default = None
+                if len(node.args) > 1:
+                    try:
+                        default = literal(node.args[1].value)
+                    except NotLiteral:
+                        default = None
+                out.setdefault(node.args[0].value.evaluated_value, Found(default, module.path, module.line(node)))
+        elif isinstance(node, cst.Subscript):
+            holder = dotted_name(node.value) or ""
+            if holder.split(".")[-1] in holders and len(node.slice) == 1:
+                index = node.slice[0].slice
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                    out.setdefault(index.value.evaluated_value, Found(None, module.path, module.line(node)))
+    return out
+
+
+def set_attr_calls(module: PyModule, fn: cst.FunctionDef) -> tuple[dict[str, Found], dict[str, Found]]:
+    """``util.set_attr(self, dict(k=v, ...))`` defaults and ``util.set_attr(self, spec, [keys])`` keys."""
+    defaults: dict[str, Found] = {}
+    keys: dict[str, Found] = {}
+    for call in calls(module, fn, "set_attr"):
+        if len(call.args) < 2:
+            continue
+        source = call.args[1].value
+        if isinstance(source, cst.Call) and dotted_name(source.func) == "dict":
+            for arg in source.args:
+                if arg.keyword is None:
+                    continue
+                try:
+                    value = literal(arg.value)
+                except NotLiteral:
+                    value = module.code(arg.value)
+                defaults[arg.keyword.value] = Found(value, module.path, module.line(arg))
+        elif len(call.args) >= 3 and isinstance(call.args[2].value, cst.List):
+            for element in call.args[2].value.elements:
+                if isinstance(element.value, cst.SimpleString):
+                    keys[element.value.evaluated_value] = Found(True, module.path, module.line(element))
+    return defaults, keys
+
+
+# -- the batch guard, evaluated ------------------------------------------------------------
+
+_COMPARISONS = {
+    cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
+    cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
+    cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
+}
+
+
+class GuardStop(Exception):
+    """The guard uses something the evaluator does not understand."""
+
+
+@dataclass
+class Guard:
+    """Runs the plain arithmetic of ``init_algorithm_params`` on known numbers.
+
+    ``state`` maps names (``num_envs``, ``batch_size``, ``self.minibatch_size``, ...) to
+    values; ``written`` records the line of the last assignment to each name.
+    """
+
+    module: PyModule
+    state: dict[str, Any]
+    written: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None
+
+    FUNCTIONS = {"math.ceil": math.ceil, "math.floor": math.floor, "int": int, "max": max, "min": min,
+                 "abs": abs, "round": round}
+
+    def run(self, fn: cst.FunctionDef) -> None:
+        try:
+            self._block(fn.body.body)
+        except GuardStop as stop:
+            self.stopped = str(stop)
+
+    def _block(self, statements: Iterable[cst.CSTNode]) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.If):
+                self._if(statement)
+            elif isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign):
+                        self._assign(small)
+
+    def _if(self, node: cst.If) -> None:
+        if not self._touches_state(node):
+            return
+        try:
+            taken = bool(self.eval(node.test))
+        except GuardStop as stop:
+            raise GuardStop(f"line {self.module.line(node)}: cannot evaluate `{self.module.code(node.test)}` "
+                            f"({stop})") from None
+        if taken:
+            self._block(node.body.body)
+        elif isinstance(node.orelse, cst.If):
+            self._if(node.orelse)
+        elif isinstance(node.orelse, cst.Else):
+            self._block(node.orelse.body.body)
+
+    def _touches_state(self, node: cst.CSTNode) -> bool:
+        for child in _descendants(node):
+            if isinstance(child, cst.Assign):
+                for target in child.targets:
+                    if (dotted_name(target.target) or "") in self.state:
+                        return True
+        return False
+
+    def _assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = dotted_name(target.target)
+            if name is None:
+                continue
+            tracked = name in self.state or name in ("batch_size", "num_envs") or name.startswith("self.")
+            if not tracked:
+                continue
+            try:
+                self.state[name] = self.eval(node.value)
+                self.written[name] = self.module.line(node)
+            except GuardStop:
+                self.state.pop(name, None)  # unknown from here on
+
+    def eval(self, node: cst.CSTNode) -> Any:
+        try:
+            return literal(node)
+        except NotLiteral:
+            pass
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = dotted_name(node)
+            if name in self.state:
+                return self.state[name]
+            raise GuardStop(f"unknown value {name}")
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.eval(node.left), self.eval(node.right)
+            ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+                   cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b,
+                   cst.FloorDivide: lambda a, b: a // b, cst.Modulo: lambda a, b: a % b}
+            op = ops.get(type(node.operator))
+            if op is None:
+                raise GuardStop("operator")
+            try:
+                return op(left, right)
+            except (ZeroDivisionError, TypeError) as exc:
+                raise GuardStop(str(exc)) from None
+        if isinstance(node, cst.Comparison):
+            left = self.eval(node.left)
+            for target in node.comparisons:
+                right = self.eval(target.comparator)
+                compare = _COMPARISONS.get(type(target.operator))
+                if compare is None:
+                    raise GuardStop("comparison")
+                if not compare(left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, cst.BooleanOperation):
+            left = self.eval(node.left)
+            if isinstance(node.operator, cst.And):
+                return left and self.eval(node.right)
+            return left or self.eval(node.right)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return not self.eval(node.expression)
+        if isinstance(node, cst.Call):
+            fn = self.FUNCTIONS.get(dotted_name(node.func) or "")
+            if fn is None or any(arg.keyword for arg in node.args):
+                raise GuardStop(f"call to {dotted_name(node.func)}")
+            return fn(*[self.eval(arg.value) for arg in node.args])
+        raise GuardStop(type(node).__name__)
+
+
+# -- readers, one per question -------------------------------------------------------------
+
+@dataclass
+class AlgorithmCode:
+    """The algorithm class named by the spec: its defaults, the keys it reads, its guard."""
+
+    path: str
+    class_line: int
+    defaults: dict[str, Found]
+    keys: dict[str, Found]
+    init: cst.FunctionDef | None
+    module: PyModule
+    cls: cst.ClassDef
+
+    @property
+    def init_line(self) -> int:
+        return self.module.line(self.init) if self.init is not None else self.class_line
+
+
+def read_algorithm(tree: SourceTree, name: str) -> AlgorithmCode | None:
+    found = tree.find_class(ALGORITHM_DIR, name)
+    if found is None:
+        return None
+    module, cls = found
+    init = method(cls, "init_algorithm_params")
+    defaults, keys = set_attr_calls(module, init) if init is not None else ({}, {})
+    return AlgorithmCode(module.path, module.line(cls), defaults, keys, init, module, cls)
+
+
+def run_guard(algorithm: AlgorithmCode, values: dict[str, Any], num_envs: int) -> Guard | None:
+    if algorithm.init is None:
+        return None
+    state = {f"self.{key}": value for key, value in values.items()}
+    state["self.agent.env.num_envs"] = num_envs
+    guard = Guard(algorithm.module, state)
+    guard.run(algorithm.init)
+    return guard
+
+
+def find_line(module: PyModule, within: cst.CSTNode, needle: str) -> int | None:
+    """The first line in ``within`` whose source contains ``needle`` (a last-resort locator)."""
+    start = module.line(within)
+    for offset, text in enumerate(module.code(within).splitlines()):
+        if needle in text:
+            return start + offset
+    return None
+
+
+def self_call_line(module: PyModule, fn: cst.FunctionDef, name: str) -> int | None:
+    found = calls(module, fn, name)
+    return module.line(found[0]) if found else None
+
+
+def read_advantage_standardization(algorithm: AlgorithmCode) -> Found | None:
+    """``math_util.standardize(advs)`` inside the policy loss, which runs per minibatch."""
+    fn = method(algorithm.cls, "calc_policy_loss")
+    if fn is None:
+        return None
+    found = calls(algorithm.module, fn, "standardize")
+    return Found("minibatch", algorithm.path, algorithm.module.line(found[0])) if found else None
+
+
+def read_minibatch_split(tree: SourceTree, algorithm: AlgorithmCode) -> Found | None:
+    """How ``split_minibatch`` counts minibatches: a leftover chunk makes it ceil."""
+    train = method(algorithm.cls, "train")
+    if train is None or not calls(algorithm.module, train, "split_minibatch"):
+        return None
+    found = tree.find_function(LIB_DIR, "split_minibatch")
+    if found is None:
+        return None
+    module, fn = found
+    leftover = find_line(module, fn, "leftover") or find_line(module, fn, "% mb_size")
+    rounding = "ceil" if leftover else "floor"
+    return Found(rounding, module.path, leftover or module.line(fn))
+
+
+def read_training_trigger(tree: SourceTree, memory_name: str) -> Found | None:
+    """The memory flags training when it holds ``training_frequency`` steps of all envs."""
+    found = tree.find_class(MEMORY_DIR, memory_name)
+    if found is None:
+        return None
+    module, cls = found
+    line = find_line(module, cls, "algorithm.training_frequency") or find_line(module, cls, "training_frequency")
+    return Found("training_frequency", module.path, line) if line else Found(None, module.path, module.line(cls))
+
+
+def read_value_loss(tree: SourceTree) -> Found | None:
+    """``self.val_loss_coef * self.net.loss_fn(...)`` in the critic loss."""
+    found = tree.find_class(ALGORITHM_DIR, "ActorCritic")
+    if found is None:
+        return None
+    module, cls = found
+    fn = method(cls, "calc_val_loss")
+    if fn is None:
+        return None
+    line = find_line(module, fn, "self.val_loss_coef * self.net.loss_fn")
+    return Found("val_loss_coef * loss_fn", module.path, line) if line else None
+
+
+def read_gae(tree: SourceTree) -> Found | None:
+    """Whether GAE cuts the bootstrap on ``terminateds`` (truncation bootstraps) or ``dones``."""
+    module = tree.module(MATH_UTIL)
+    fn = module.function("calc_gaes") if module else None
+    if fn is None:
+        return None
+    params = [p.name.value for p in fn.params.params]
+    mask = "terminateds" if "terminateds" in params else ("dones" if "dones" in params else None)
+    line = find_line(module, fn, "not_") or module.line(fn)
+    return Found(mask, module.path, line)
+
+
+def read_log_std_clamp(tree: SourceTree) -> Found | None:
+    """``torch.clamp(scale, min=lo, max=hi).exp()`` in ``init_action_pd`` -> (lo, hi)."""
+    module = tree.module(POLICY_UTIL)
+    fn = module.function("init_action_pd") if module else None
+    if fn is None:
+        return None
+    for call in calls(module, fn, "clamp"):
+        kwargs = {arg.keyword.value: arg.value for arg in call.args if arg.keyword}
+        positional = [arg.value for arg in call.args if arg.keyword is None]
+        lo = kwargs.get("min", positional[1] if len(positional) > 1 else None)
+        hi = kwargs.get("max", positional[2] if len(positional) > 2 else None)
+        try:
+            bounds = (literal(lo) if lo is not None else None, literal(hi) if hi is not None else None)
+        except NotLiteral:
+            continue
+        return Found(bounds, module.path, module.line(call))
+    return None
+
+
+def read_action_pds(tree: SourceTree) -> Found | None:
+    """Distribution names a continuous policy may use (ACTION_PDS' continuous lists) and the
+    one ``action_pdtype: default`` picks for multi-dimensional actions."""
+    module = tree.module(POLICY_UTIL)
+    if module is None:
+        return None
+    for node in module.walk(m.Assign(targets=[m.AssignTarget(target=m.Name("ACTION_PDS"))])):
+        try:
+            table = literal(node.value)
+        except NotLiteral:
+            return None
+        names = sorted({n for kind in ("continuous", "multi_continuous") for n in table.get(kind, [])})
+        firsts = table.get("multi_continuous") or table.get("continuous") or [None]
+        return Found({"names": names, "default": firsts[0]}, module.path, module.line(node))
+    return None
+
+
+def read_net_class(tree: SourceTree, name: str) -> tuple[AlgorithmCode, dict[str, Found]] | None:
+    """The net class a spec's ``type`` names: its defaults and every net_spec key it reads."""
+    found = tree.find_class(NET_DIR, name)
+    if found is None:
+        return None
+    module, cls = found
+    init = method(cls, "__init__")
+    defaults, keys = set_attr_calls(module, init) if init is not None else ({}, {})
+    read = dict(keys)
+    read.update(string_keys_read(module, cls, {"net_spec"}))
+    return AlgorithmCode(module.path, module.line(cls), defaults, keys, init, module, cls), read
+
+
+def read_net_spec_keys_in_algorithms(tree: SourceTree) -> dict[str, Found]:
+    """net_spec keys the actor-critic reads itself (``shared``, ``type``, ``use_same_optim``)."""
+    module = tree.module(ACTOR_CRITIC)
+    if module is None:
+        return {}
+    return string_keys_read(module, module.module, {"net_spec", "actor_net_spec", "critic_net_spec"})
+
+
+def read_log_std_param(tree: SourceTree) -> Found | None:
+    """``build_tails`` makes a state-independent ``nn.Parameter`` when ``log_std_init`` is set."""
+    module = tree.module(NET_UTIL)
+    fn = module.function("build_tails") if module else None
+    if fn is None:
+        return None
+    line = find_line(module, fn, "log_std_init is not None")
+    return Found("parameter_when_log_std_init", module.path, line) if line else None
+
+
+def read_init_gain(tree: SourceTree) -> Found | None:
+    """``init_layers`` passes ``gain=calculate_gain(hid_layers_activation)`` to orthogonal/xavier."""
+    module = tree.module(NET_UTIL)
+    fn = module.function("init_layers") if module else None
+    if fn is None:
+        return None
+    line = find_line(module, fn, "calculate_gain")
+    return Found("calculate_gain(hid_layers_activation)", module.path, line) if line else None
+
+
+@dataclass
+class SchedulerCode:
+    """``get_lr_scheduler``: names with their own branch, and the generic fallback."""
+
+    path: str
+    custom: dict[str, Found]  # name -> branch line; value: the branch's source text
+    custom_keys: dict[str, dict[str, Found]]  # name -> lr_scheduler_spec keys the branch reads
+    noop_line: int | None  # `if not lr_scheduler_spec:` -> constant
+    fallback_line: int | None  # getattr(torch.optim.lr_scheduler, name)
+
+
+def read_lr_scheduler(tree: SourceTree) -> SchedulerCode | None:
+    module = tree.module(NET_UTIL)
+    fn = module.function("get_lr_scheduler") if module else None
+    if fn is None:
+        return None
+    custom: dict[str, Found] = {}
+    custom_keys: dict[str, dict[str, Found]] = {}
+    noop_line = fallback_line = None
+    for node in _descendants(fn):
+        if not isinstance(node, cst.If):
+            continue
+        test = node.test
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            noop_line = module.line(node)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, cst.Equal):
+            right = test.comparisons[0].comparator
+            if isinstance(right, cst.SimpleString):
+                name = right.evaluated_value
+                custom[name] = Found(module.code(node.body), module.path, module.line(node))
+                custom_keys[name] = string_keys_read(module, node.body, {"lr_scheduler_spec"})
+        if isinstance(node.orelse, cst.Else) and "lr_scheduler" in module.code(node.orelse.body):
+            fallback_line = find_line(module, node.orelse.body, "getattr")
+    return SchedulerCode(module.path, custom, custom_keys, noop_line, fallback_line)
+
+
+def read_optimizers(tree: SourceTree) -> set[str]:
+    """Optimizer names ``getattr(torch.optim, name)`` finds: torch's plus ones SLM-Lab registers."""
+    names = set(TORCH_OPTIMIZERS)
+    module = tree.module(NET_UTIL)
+    if module is not None:
+        for call in calls(module, module.module, "setattr"):
+            if len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
+                names.add(call.args[1].value.evaluated_value)
+    return names
+
+
+def read_grad_clip(tree: SourceTree) -> Found | None:
+    """``clip_grad_norm_(self.parameters(), self.clip_grad_val)`` in ``Net.train_step``: per network."""
+    module = tree.module(NET_BASE)
+    if module is None:
+        return None
+    for call in calls(module, module.module, "clip_grad_norm_"):
+        scope = "per_network" if "self.parameters()" in module.code(call) else "other"
+        return Found(scope, module.path, module.line(call))
+    return None
+
+
+def read_var_schedulers(tree: SourceTree) -> set[str]:
+    """Names ``VarScheduler`` resolves with ``getattr(math_util, name)``: math_util's functions."""
+    module = tree.module(MATH_UTIL)
+    if module is None:
+        return set()
+    return {node.name.value for node in module.module.body if isinstance(node, cst.FunctionDef)}
+
+
+@dataclass
+class EnvCode:
+    """``make_env`` for playground envs: the env-spec keys it reads and what its wrappers do."""
+
+    keys: dict[str, Found]  # env spec key -> where it is read, with its .get default
+    reward_scale: Found | None  # the reward wrapper line, if any
+    obs_norm_gpu: Found | None  # TorchNormalizeObservation (device given)
+    obs_norm_cpu: Found | None  # gymnasium's NormalizeObservation (no device)
+    obs_clip_cpu: Found | None  # ClipObservation(bound=clip_obs) (no device)
+    obs_eps: Found | None  # epsilon of the torch normalizer
+    playground_line: int  # where playground envs are built (1 when absent)
+    passthrough: Found | None = None  # `{k: v for k, v in env_spec.items() ...}`: gym.make kwargs
+
+
+def read_env(tree: SourceTree) -> EnvCode | None:
+    module = tree.module(ENV_INIT)
+    if module is None:
+        return None
+    keys = string_keys_read(module, module.module, {"env_spec"})
+    for fn_name in ("_set_env_attributes", "make_env"):
+        fn = module.function(fn_name)
+        if fn is not None:
+            for call in calls(module, fn, "set_attr"):
+                if len(call.args) >= 3 and "env_spec" in module.code(call.args[1].value) and isinstance(
+                        call.args[2].value, cst.List):
+                    for element in call.args[2].value.elements:
+                        if isinstance(element.value, cst.SimpleString):
+                            keys.setdefault(element.value.evaluated_value,
+                                            Found(None, module.path, module.line(element)))
+    # Playground envs got their own builder later; before that they were vector envs.
+    playground = module.function("_make_playground_env") or module.function("_make_vector_env")
+    reward = gpu = cpu = clip = None
+    if playground is not None:
+        for call in calls(module, playground, "TransformReward") + calls(module, playground,
+                                                                          "VectorTransformReward"):
+            if "reward_scale" in module.code(call):
+                reward = Found("env", module.path, module.line(call))
+        for call in calls(module, playground, "TorchNormalizeObservation"):
+            gpu = Found("welford", module.path, module.line(call))
+        for call in calls(module, playground, "VectorNormalizeObservation"):
+            cpu = Found("welford", module.path, module.line(call))
+        for call in calls(module, playground, "VectorClipObservation"):
+            clip = Found("clip_obs", module.path, module.line(call))
+    eps = None
+    wrappers = tree.module(ENV_WRAPPERS)
+    if wrappers is not None and wrappers.classes("TorchNormalizeObservation"):
+        init = method(wrappers.classes("TorchNormalizeObservation")[0], "__init__")
+        if init is not None:
+            default = wrappers.signature_defaults(init).get("epsilon")
+            if default is not None:
+                eps = Found(default.value, wrappers.path, default.line)
+    passthrough = None
+    for node in module.walk(m.DictComp()):
+        if "env_spec.items()" in module.code(node):
+            passthrough = Found("make_kwargs", module.path, module.line(node))
+            break
+    return EnvCode(keys, reward, gpu, cpu, clip, eps, module.line(playground) if playground is not None else 1,
+                   passthrough)

@@ -1,0 +1,238 @@
+"""SLM-Lab spec files resolved the way SLM-Lab resolves them, with the line of every value.
+
+SLM-Lab (``slm_lab/spec/spec_util.py:get``) reads a spec file as text, replaces
+``${var}`` placeholders with the ``-s var=value`` sets (a number replaces the quoted
+placeholder too, so ``"${max_frame}"`` becomes an int), then parses it with
+``yaml.safe_load`` (``.yaml``/``.yml``) or ``json.loads``, picks one top-level spec by
+name and fails on any ``${var}`` left in it. We do the same, statically, but compose the
+YAML ourselves (``yaml.compose``) so that every value keeps the line it is written on:
+an alias resolves to the anchored node and a ``<<`` merge copies the merged node's
+values, so the line of an inherited value is the line in the anchor where it is written.
+
+Nothing from the spec is executed: only PyYAML's safe composer and constructor run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from brax_diff.errors import SpecError
+
+# ``${name}``, as SLM-Lab's spec_util.VAR_PATTERN matches it.
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+# Most nodes one variant may expand to through aliases; the real specs need a few
+# thousand. A small file whose aliases nest (a "billion laughs" bomb) stops here.
+MAX_EXPANDED_NODES = 200_000
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+# Placeholders that name the run's environment, not a setting: SLM-Lab requires them,
+# but no PPO setting depends on them, so an unset one is reported, not fatal.
+SCOPE_PLACEHOLDERS = {("env", "name")}
+
+Path = tuple[str, ...]
+
+
+@dataclass
+class ResolvedSpec:
+    """One variant after substitution, anchors and merges: plain values plus lines."""
+
+    path: str  # the spec file's path in the repository
+    name: str  # the variant (top-level key)
+    data: dict[str, Any]
+    lines: dict[Path, int] = field(default_factory=dict)  # key path -> 1-based line of its value
+    unset: list[tuple[Path, str]] = field(default_factory=list)  # scope placeholders left as written
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self.data
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def has(self, dotted: str) -> bool:
+        marker = object()
+        return self.get(dotted, marker) is not marker
+
+    def require_mappings(self, required: tuple[str, ...], nullable: tuple[str, ...] = ()) -> None:
+        """A SpecError naming the key and line when a value that must be a mapping is not."""
+        for dotted in required + nullable:
+            if not self.has(dotted):
+                if dotted in required:
+                    raise SpecError(f"{self.path}: variant {self.name}: {dotted} is missing")
+                continue
+            value = self.get(dotted)
+            if not isinstance(value, dict) and not (value is None and dotted in nullable):
+                raise SpecError(f"{self.path}: variant {self.name}: {dotted} must be a mapping, "
+                                f"not {type(value).__name__} (line {self.line(dotted)})")
+
+    def line(self, dotted: str) -> int | None:
+        """The line of the value at ``dotted``, or of its nearest written parent."""
+        parts = tuple(dotted.split("."))
+        while parts:
+            if parts in self.lines:
+                return self.lines[parts]
+            parts = parts[:-1]
+        return None
+
+
+def substitute(text: str, sets: dict[str, str] | None) -> str:
+    """Replace ``${k}`` with the set values, as SLM-Lab's ``set_variables`` does."""
+    for key, value in (sets or {}).items():
+        if not re.fullmatch(r"\w+", key):
+            raise SpecError(f"--set {key}={value}: the name must be letters, digits or _")
+        if "\n" in value or "\r" in value:
+            raise SpecError(f"--set {key}: the value must be one line")
+        try:
+            number = float(value)
+            canonical = str(int(number)) if number == int(number) else str(number)
+        except (ValueError, OverflowError):
+            text = text.replace(f"${{{key}}}", value)
+            continue
+        # A number replaces the quoted placeholder too, so it loads as a number.
+        text = text.replace(f'"${{{key}}}"', canonical).replace(f"${{{key}}}", canonical)
+    return text
+
+
+class SpecFile:
+    """A spec file's text parsed to a node graph; variants are built on demand."""
+
+    def __init__(self, text: str, path: str, sets: dict[str, str] | None = None) -> None:
+        self.path = path
+        self.sets = dict(sets or {})
+        self.text = substitute(text, self.sets)
+        self.is_json = path.endswith(".json")
+        if self.is_json:
+            try:  # SLM-Lab reads .json with json.loads: reject what it would reject
+                json.loads(self.text)
+            except json.JSONDecodeError as exc:
+                raise SpecError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+        try:
+            # JSON is (near enough) YAML: composing it the same way keeps its lines.
+            self.root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise SpecError(f"{path}: invalid YAML{where}: {exc.problem or exc}") from None
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{path}: invalid YAML: {exc}") from None
+        if self.root is None or not isinstance(self.root, MappingNode):
+            raise SpecError(f"{path}: expected a mapping of spec names at the top level")
+        self._top: dict[str, Node] = {}
+        for key_node, value_node in self.root.value:
+            if not isinstance(key_node, ScalarNode):
+                raise SpecError(f"{path}: line {key_node.start_mark.line + 1}: spec names must be plain keys")
+            self._top[str(key_node.value)] = value_node
+
+    def variants(self) -> list[str]:
+        """Spec names in file order; ``_name`` keys only hold anchors."""
+        return [name for name, node in self._top.items()
+                if not name.startswith("_") and isinstance(node, MappingNode)]
+
+    def resolve(self, name: str) -> ResolvedSpec:
+        if name not in self._top or name.startswith("_"):
+            raise SpecError(f"{self.path}: no variant {name!r} (choose from: {', '.join(self.variants())})")
+        node = self._top[name]
+        if not isinstance(node, MappingNode):
+            raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: variant {name} must be a mapping")
+        builder = _Builder(self.path)
+        lines: dict[Path, int] = {}
+        data = builder.build(node, (), lines)
+        spec = ResolvedSpec(self.path, name, data, lines)
+        self._check_placeholders(spec)
+        return spec
+
+    def _check_placeholders(self, spec: ResolvedSpec) -> None:
+        for path, text in _strings(spec.data, ()):
+            for match in PLACEHOLDER.finditer(text):
+                if path in SCOPE_PLACEHOLDERS:
+                    spec.unset.append((path, match.group(1)))
+                    continue
+                var = match.group(1)
+                raise SpecError(f"{self.path}: variant {spec.name}: {'.'.join(path)} is ${{{var}}} "
+                                f"(line {spec.lines.get(path)}); give it with --set {var}=VALUE")
+
+
+def _strings(value: Any, path: Path):
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, path + (str(key),))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, path + (str(index),))
+
+
+class _Builder:
+    """Builds plain values from composed nodes, recording lines; bounds alias expansion."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self.constructor = yaml.constructor.SafeConstructor()
+        self.active: set[int] = set()  # collection nodes being built (a cycle is an error)
+
+    def build(self, node: Node, path: Path, lines: dict[Path, int]) -> Any:
+        self.count += 1
+        if self.count > MAX_EXPANDED_NODES:
+            raise SpecError(f"{self.path}: aliases expand past {MAX_EXPANDED_NODES} values (an alias bomb?); "
+                            "refusing to expand further")
+        lines[path] = node.start_mark.line + 1
+        if isinstance(node, ScalarNode):
+            try:
+                return self.constructor.construct_object(node, deep=True)
+            except yaml.YAMLError as exc:
+                raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: {exc}") from None
+        if id(node) in self.active:
+            raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: an alias refers to itself")
+        self.active.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.build(item, path + (str(i),), lines) for i, item in enumerate(node.value)]
+            return self._mapping(node, path, lines)
+        finally:
+            self.active.discard(id(node))
+
+    def _mapping(self, node: MappingNode, path: Path, lines: dict[Path, int]) -> dict:
+        merged: list[MappingNode] = []
+        explicit: list[tuple[str, Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged.extend(self._merge_sources(value_node))
+                continue
+            if not isinstance(key_node, ScalarNode):
+                raise SpecError(f"{self.path}: line {key_node.start_mark.line + 1}: keys must be plain scalars")
+            explicit.append((str(self.constructor.construct_object(key_node)), value_node))
+        own_line = lines[path]
+        out: dict[str, Any] = {}
+        # Shallow merge, as YAML's << does: the first merged mapping wins over later
+        # ones, and the mapping's own keys win over all of them.
+        for source in reversed(merged):
+            for key, value in self.build(source, path, lines).items():
+                out.pop(key, None)
+                out[key] = value
+        lines[path] = own_line
+        for key, value_node in explicit:
+            _forget(lines, path + (key,))  # lines of a merged value this key replaces
+            out.pop(key, None)
+            out[key] = self.build(value_node, path + (key,), lines)
+        return out
+
+    def _merge_sources(self, node: Node) -> list[MappingNode]:
+        if isinstance(node, MappingNode):
+            return [node]
+        if isinstance(node, SequenceNode) and all(isinstance(n, MappingNode) for n in node.value):
+            return list(node.value)
+        raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: '<<' must merge a mapping "
+                        "or a list of mappings")
+
+
+def _forget(lines: dict[Path, int], prefix: Path) -> None:
+    for key in [k for k in lines if k[:len(prefix)] == prefix]:
+        del lines[key]

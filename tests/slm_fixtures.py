@@ -1,0 +1,524 @@
+"""Hand-written files shaped like an SLM-Lab checkout, for the SLM extractor's tests.
+
+Only the shapes the extractor reads are here (a default dict given to ``util.set_attr``,
+a batch guard, a log-std clamp, a scheduler branch, ...); the values differ from
+upstream on purpose, so a test that passes read them from these files.
+"""
+
+from __future__ import annotations
+
+SPEC_PATH = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
+JSON_SPEC_PATH = "slm_lab/spec/demo/ppo_demo.json"
+
+SPEC = """
+# Fixture spec. Variants:
+#   ppo_fx          - dm_control default
+#   ppo_fx_small    - small batch (guard rounds it)
+#   ppo_fx_big_mb   - minibatch larger than the batch
+#   ppo_fx_rs       - reward_scale 10, constant LR, no grad clip
+#   ppo_fx_unread   - a key no code reads
+
+_policy: &policy
+  modules:
+    body:
+      Sequential:
+        - LazyLinear: {out_features: 48}
+        - SiLU:
+        - LazyLinear: {out_features: 48}
+        - SiLU:
+  graph: {input: x, modules: {body: [x]}, output: body}
+
+_value: &value
+  modules:
+    body:
+      Sequential:
+        - LazyLinear: {out_features: 96}
+        - SiLU:
+        - LazyLinear: {out_features: 96}
+        - SiLU:
+        - LazyLinear: {out_features: 96}
+        - SiLU:
+  graph: {input: x, modules: {body: [x]}, output: body}
+
+_env: &env
+  name: "${env}"
+  max_frame: "${max_frame}"
+  normalize_obs: true
+
+_algorithm: &algorithm
+  name: PPO
+  action_pdtype: Normal
+  gamma: 0.98
+  lam: 0.9
+  clip_eps_spec: {name: no_decay, start_val: 0.25}
+  entropy_coef_spec:
+    name: no_decay
+    start_val: 0.003
+  val_loss_coef: 0.4
+  minibatch_size: 64
+
+_net: &net
+  type: ArcNet
+  actor_arc: *policy
+  critic_arc: *value
+  shared: false
+  hid_layers_activation: tanh
+  init_fn: orthogonal_
+  clip_grad_val: 0.7
+  use_same_optim: false
+  loss_spec: {name: MSELoss}
+  optim_spec:
+    name: Adam
+    lr: 2.5e-4
+    eps: 1.0e-6
+  lr_scheduler_spec:
+    name: LinearToMin
+    frame: "${max_frame}"
+    min_factor: 0.05
+
+ppo_fx:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      gamma: 0.995
+      time_horizon: 16
+      training_epoch: 5
+    memory: {name: OnPolicyBatchReplay}
+    net: *net
+  env:
+    <<: *env
+    num_envs: 8
+  meta: {max_session: 1}
+
+ppo_fx_small:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      time_horizon: 10
+      minibatch_size: 12
+      training_epoch: 3
+    memory: {name: OnPolicyBatchReplay}
+    net: *net
+  env:
+    <<: *env
+    num_envs: 8
+  meta: {max_session: 1}
+
+ppo_fx_big_mb:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      time_horizon: 16
+      minibatch_size: 1024
+      training_epoch: 2
+    memory: {name: OnPolicyBatchReplay}
+    net: *net
+  env:
+    <<: *env
+    num_envs: 8
+  meta: {max_session: 1}
+
+ppo_fx_rs:
+  agent:
+    name: PPO
+    algorithm:
+      name: PPO
+      gamma: 0.97
+      lam: 0.95
+      clip_eps_spec: {name: no_decay, start_val: 0.3}
+      time_horizon: 16
+      minibatch_size: 32
+      training_epoch: 4
+    memory: {name: OnPolicyBatchReplay}
+    net:
+      <<: *net
+      clip_grad_val: null
+      lr_scheduler_spec: null
+  env:
+    <<: *env
+    num_envs: 8
+    reward_scale: 10.0
+  meta: {max_session: 1}
+
+ppo_fx_unread:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      time_horizon: 16
+      training_epoch: 1
+      fancy_knob: 3
+    memory: {name: OnPolicyBatchReplay}
+    net: *net
+  env:
+    <<: *env
+    num_envs: 8
+    action_repeat: 2
+  meta: {max_session: 1}
+"""
+
+JSON_SPEC = """{
+  "ppo_json": {
+    "agent": {
+      "name": "PPO",
+      "algorithm": {
+        "name": "PPO",
+        "gamma": 0.9,
+        "lam": 0.8,
+        "clip_eps_spec": {"name": "no_decay", "start_val": 0.1},
+        "time_horizon": 32,
+        "minibatch_size": 128,
+        "training_epoch": 2
+      },
+      "memory": {"name": "OnPolicyBatchReplay"},
+      "net": {
+        "type": "ArcNet",
+        "shared": true,
+        "use_same_optim": true,
+        "optim_spec": {"name": "Adam", "lr": 0.0003},
+        "lr_scheduler_spec": null
+      }
+    },
+    "env": {"name": "playground/CartpoleBalance", "max_frame": 1000, "num_envs": 4},
+    "meta": {"max_session": 1}
+  }
+}
+"""
+
+PPO = '''
+import math
+
+from slm_lab.agent.algorithm.actor_critic import ActorCritic
+from slm_lab.lib import math_util, util
+
+
+class PPO(ActorCritic):
+    """Fixture PPO: defaults, the keys it reads, and a batch guard."""
+
+    def init_algorithm_params(self):
+        util.set_attr(
+            self,
+            dict(
+                action_pdtype="default",
+                minibatch_size=4,
+                val_loss_coef=0.75,
+                normalize_v_targets=False,
+                clip_vloss=False,
+                normalize_advantages="standardize",
+            ),
+        )
+        util.set_attr(
+            self,
+            self.algorithm_spec,
+            [
+                "action_pdtype",
+                "gamma",
+                "lam",
+                "clip_eps_spec",
+                "entropy_coef_spec",
+                "val_loss_coef",
+                "minibatch_size",
+                "time_horizon",
+                "training_epoch",
+                "normalize_v_targets",
+                "clip_vloss",
+                "normalize_advantages",
+            ],
+        )
+        self.to_train = 0
+        num_envs = self.agent.env.num_envs
+        if self.minibatch_size % num_envs != 0 or self.time_horizon % num_envs != 0:
+            self.minibatch_size = math.ceil(self.minibatch_size / num_envs) * num_envs
+            self.time_horizon = math.ceil(self.time_horizon / num_envs) * num_envs
+            print("rounded to multiples of num_envs")
+        batch_size = self.time_horizon * num_envs
+        if self.minibatch_size > batch_size:
+            self.minibatch_size = batch_size
+        self.training_frequency = self.time_horizon
+        self.action_policy = getattr(self, "default_policy")
+
+    def calc_policy_loss(self, batch, pdparams, advs):
+        advs = advs.view(-1)
+        if len(advs) > 1:
+            advs = math_util.standardize(advs)
+        return -(advs * pdparams).mean()
+
+    def train(self):
+        batch = self.sample()
+        for _ in range(self.training_epoch):
+            for minibatch in util.split_minibatch(batch, self.minibatch_size):
+                self.step(minibatch)
+'''
+
+ACTOR_CRITIC = '''
+from slm_lab.agent.algorithm.base import Algorithm
+
+
+class ActorCritic(Algorithm):
+    def init_nets(self):
+        self.shared = self.net_spec["shared"]
+        actor_net_spec = self.net_spec.copy()
+        critic_net_spec = self.net_spec.copy()
+        if critic_net_spec["use_same_optim"]:
+            critic_net_spec = actor_net_spec
+        NetClass = getattr(net, actor_net_spec["type"])
+        self.net = NetClass(actor_net_spec)
+
+    def calc_val_loss(self, v_preds, v_targets):
+        val_loss = self.val_loss_coef * self.net.loss_fn(v_preds, v_targets)
+        return val_loss
+'''
+
+POLICY_UTIL = '''
+from torch import distributions
+import torch
+
+ACTION_PDS = {
+    "continuous": ["Normal", "Beta"],
+    "multi_continuous": ["Normal", "MultivariateNormal"],
+    "discrete": ["Categorical"],
+}
+
+
+def init_action_pd(ActionPD, pdparam):
+    loc, scale = pdparam
+    scale = torch.clamp(scale, min=-4, max=1).exp()
+    return ActionPD(loc=loc, scale=scale)
+'''
+
+ARC_NET = '''
+import torch.nn as nn
+
+from slm_lab.agent.net import net_util
+from slm_lab.agent.net.base import Net
+from slm_lab.lib import util
+
+
+class ArcNet(Net, nn.Module):
+    def __init__(self, net_spec, in_dim, out_dim):
+        super().__init__(net_spec, in_dim, out_dim)
+        util.set_attr(
+            self,
+            dict(
+                init_fn=None,
+                shared=False,
+                hid_layers_activation="relu",
+                clip_grad_val=None,
+                loss_spec={"name": "MSELoss"},
+                optim_spec={"name": "Adam"},
+                lr_scheduler_spec=None,
+                log_std_init=None,
+            ),
+        )
+        util.set_attr(
+            self,
+            self.net_spec,
+            [
+                "init_fn",
+                "shared",
+                "hid_layers_activation",
+                "clip_grad_val",
+                "loss_spec",
+                "optim_spec",
+                "lr_scheduler_spec",
+                "log_std_init",
+            ],
+        )
+        arc = net_spec.get("arc")
+        self.tails, self.log_std = net_util.build_tails(arc, out_dim, None, self.log_std_init)
+'''
+
+NET_UTIL_WITH_MIN = '''
+import torch
+import torch.nn as nn
+
+from slm_lab.lib import optimizer
+
+setattr(torch.optim, "GlobalAdam", optimizer.GlobalAdam)
+
+
+class NoOpLRScheduler:
+    def __init__(self, optim):
+        self.optim = optim
+
+
+def get_lr_scheduler(optim, lr_scheduler_spec, steps_per_schedule=1):
+    if not lr_scheduler_spec:
+        lr_scheduler = NoOpLRScheduler(optim)
+    elif lr_scheduler_spec["name"] == "LinearToZero":
+        frame = float(lr_scheduler_spec["frame"])
+        n = max(1, frame / steps_per_schedule)
+        lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optim, lr_lambda=lambda x: max(0, 1 - x / n))
+    elif lr_scheduler_spec["name"] == "LinearToMin":
+        frame = float(lr_scheduler_spec["frame"])
+        floor = float(lr_scheduler_spec.get("min_factor", 0.2))
+        n = max(1, frame / steps_per_schedule)
+        lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optim, lr_lambda=lambda x: max(floor, 1 - x * (1 - floor) / n))
+    else:
+        SchedulerClass = getattr(torch.optim.lr_scheduler, lr_scheduler_spec["name"])
+        lr_scheduler = SchedulerClass(optim)
+    return lr_scheduler
+
+
+def init_layers(net, init_fn_name):
+    if init_fn_name is None:
+        return
+    init_fn = getattr(nn.init, init_fn_name)
+    gain = nn.init.calculate_gain(net.hid_layers_activation)
+    net.apply(lambda module: init_fn(module.weight, gain=gain))
+
+
+def build_tails(tail_in_dim, out_dim, out_layer_activation, log_std_init=None):
+    if log_std_init is not None:
+        return nn.Linear(tail_in_dim, out_dim[0]), nn.Parameter(torch.ones(out_dim[0]) * log_std_init)
+    return nn.ModuleList([nn.Linear(tail_in_dim, d) for d in out_dim]), None
+'''
+
+# The same module after the LinearToMin branch was dropped: specs naming it break.
+NET_UTIL_WITHOUT_MIN = NET_UTIL_WITH_MIN.replace('''    elif lr_scheduler_spec["name"] == "LinearToMin":
+        frame = float(lr_scheduler_spec["frame"])
+        floor = float(lr_scheduler_spec.get("min_factor", 0.2))
+        n = max(1, frame / steps_per_schedule)
+        lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optim, lr_lambda=lambda x: max(floor, 1 - x * (1 - floor) / n))
+''', "")
+
+NET_BASE = '''
+import torch.nn as nn
+
+
+class Net:
+    def train_step(self, loss, optim, lr_scheduler=None):
+        optim.zero_grad()
+        loss.backward()
+        if self.clip_grad_val is not None:
+            nn.utils.clip_grad_norm_(self.parameters(), self.clip_grad_val)
+        optim.step()
+        return loss
+'''
+
+ONPOLICY = '''
+class OnPolicyBatchReplay:
+    def add_experience(self, state):
+        self.states.append(state)
+        if len(self.states) == self.agent.algorithm.training_frequency:
+            self.agent.algorithm.to_train = 1
+'''
+
+MATH_UTIL = '''
+import torch
+
+
+def standardize(v):
+    return (v - v.mean()) / (v.std() + 1e-08)
+
+
+def calc_gaes(rewards, terminateds, v_preds, gamma, lam):
+    not_terminateds = 1 - terminateds
+    deltas = rewards + gamma * v_preds[1:] * not_terminateds - v_preds[:-1]
+    gaes = torch.zeros_like(rewards)
+    future = 0.0
+    for t in reversed(range(len(rewards))):
+        gaes[t] = future = deltas[t] + gamma * lam * not_terminateds[t] * future
+    return gaes
+
+
+def no_decay(start_val, end_val, start_step, end_step, step):
+    return start_val
+
+
+def linear_decay(start_val, end_val, start_step, end_step, step):
+    return start_val
+'''
+
+ML_UTIL = '''
+import numpy as np
+
+
+def split_minibatch(batch, mb_size):
+    size = len(batch["rewards"])
+    idxs = np.random.permutation(size)
+    chunks = int(size / mb_size)
+    parts = np.array_split(idxs[:chunks * mb_size], chunks)
+    if size % mb_size != 0:  # the leftover becomes a smaller last minibatch
+        parts += [idxs[chunks * mb_size:]]
+    return [{k: v[p] for k, v in batch.items()} for p in parts]
+'''
+
+ENV_INIT = '''
+from slm_lab.lib import util
+
+
+def _set_env_attributes(env, spec):
+    env_spec = spec["env"]
+    util.set_attr(env, env_spec, ["name", "max_t", "max_frame"])
+
+
+def _make_playground_env(name, num_envs, normalize_obs, clip_obs, device=None, reward_scale=1.0):
+    env = PlaygroundVecEnv(name, num_envs)
+    if reward_scale != 1.0:
+        env = VectorTransformReward(env, lambda r: r * reward_scale)
+    if device is not None and normalize_obs:
+        env = TorchNormalizeObservation(env)
+    if device is None:
+        if normalize_obs:
+            env = VectorNormalizeObservation(env)
+        if clip_obs is not None:
+            env = VectorClipObservation(env, bound=float(clip_obs))
+    return env
+
+
+def make_env(spec):
+    env_spec = spec["env"]
+    name = env_spec["name"]
+    num_envs = env_spec.get("num_envs", 1)
+    normalize_obs = env_spec.get("normalize_obs", False)
+    clip_obs = env_spec.get("clip_obs", 10.0 if normalize_obs else None)
+    reward_scale = env_spec.get("reward_scale", 1.0)
+    if not name.startswith("playground/"):  # other envs take the remaining keys as kwargs
+        make_kwargs = {k: v for k, v in env_spec.items() if k not in RESERVED}
+        return gym.make(name, **make_kwargs)
+    return _make_playground_env(name, num_envs, normalize_obs, clip_obs, reward_scale=reward_scale)
+'''
+
+WRAPPERS = '''
+class TorchNormalizeObservation:
+    def __init__(self, env, epsilon: float = 1e-6):
+        self.env = env
+        self.epsilon = epsilon
+'''
+
+
+def repo_files(net_util: str = NET_UTIL_WITH_MIN) -> dict[str, str]:
+    """One commit's files of the fixture SLM-Lab checkout."""
+    return {
+        SPEC_PATH: SPEC,
+        JSON_SPEC_PATH: JSON_SPEC,
+        "slm_lab/agent/algorithm/ppo.py": PPO,
+        "slm_lab/agent/algorithm/actor_critic.py": ACTOR_CRITIC,
+        "slm_lab/agent/algorithm/policy_util.py": POLICY_UTIL,
+        "slm_lab/agent/net/arc_net.py": ARC_NET,
+        "slm_lab/agent/net/net_util.py": net_util,
+        "slm_lab/agent/net/base.py": NET_BASE,
+        "slm_lab/agent/memory/onpolicy.py": ONPOLICY,
+        "slm_lab/lib/math_util.py": MATH_UTIL,
+        "slm_lab/lib/ml_util.py": ML_UTIL,
+        "slm_lab/env/__init__.py": ENV_INIT,
+        "slm_lab/env/wrappers.py": WRAPPERS,
+    }
+
+
+def line_of(text: str, needle: str, after: str | None = None) -> int:
+    """1-based line of the first ``needle`` in ``text`` (after the line holding ``after``),
+    counted as the fixture repo stores the file (dedented, leading newline dropped)."""
+    import textwrap
+
+    lines = textwrap.dedent(text).lstrip("\n").splitlines()
+    start = 0
+    if after is not None:
+        start = next(i for i, line in enumerate(lines) if after in line) + 1
+    return next(i for i, line in enumerate(lines[start:], start) if needle in line) + 1
