@@ -284,6 +284,14 @@ def render_markdown(model: dict) -> str:
     return text.rstrip("\n") + "\n"
 
 
+def render_rules_markdown(table: RuleTable) -> str:
+    """docs/rules.md: the rule table as Markdown (templates/rules.md.j2)."""
+    from .rules import NULLARY_PREDICATES, PREDICATES
+    text = environment().get_template("rules.md.j2").render(
+        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES)
+    return text.rstrip("\n") + "\n"
+
+
 def read_previous(path: str | Path) -> dict | None:
     """A previous report's JSON; None when the file does not exist."""
     path = Path(path)

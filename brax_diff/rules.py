@@ -220,18 +220,18 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
 
 # Predicates that take an argument, with what they mean (for errors and the docs).
 PREDICATES = {
-    "ratio_at_least": "N: both numbers, one at least N times the other",
-    "complement_ratio_at_least": "N: (1 - value) on one side at least N times the other's (discount horizons)",
-    "abs_diff_at_least": "X: both numbers, at least X apart",
-    "brax_is": "V: Brax's value equals V (null allowed)",
-    "slm_is": "V: SLM-Lab's value equals V (null allowed)",
-    "brax_in": "[V, ...]: Brax's value is one of these",
-    "slm_in": "[V, ...]: SLM-Lab's value is one of these",
-    "key_in": "[KEY, ...]: the classified key is one of these (rules covering several keys)",
-    "any_of": "[P, ...]: one of the predicates holds",
-    "all_of": "[P, ...]: all of the predicates hold",
-    "not": "P: the predicate does not hold",
-    "other": "{KEY: P}: the predicate holds for another key's comparison",
+    "ratio_at_least": ("N", "both numbers, one at least N times the other"),
+    "complement_ratio_at_least": ("N", "(1 - value) on one side at least N times the other's (discount horizons)"),
+    "abs_diff_at_least": ("X", "both numbers, at least X apart"),
+    "brax_is": ("V", "Brax's value equals V (null allowed)"),
+    "slm_is": ("V", "SLM-Lab's value equals V (null allowed)"),
+    "brax_in": ("[V, ...]", "Brax's value is one of these"),
+    "slm_in": ("[V, ...]", "SLM-Lab's value is one of these"),
+    "key_in": ("[KEY, ...]", "the classified key is one of these (rules covering several keys)"),
+    "any_of": ("[P, ...]", "one of the predicates holds"),
+    "all_of": ("[P, ...]", "all of the predicates hold"),
+    "not": ("P", "the predicate does not hold"),
+    "other": ("{KEY: P}", "the predicate holds for another key's comparison"),
 }
 NULLARY_PREDICATES = {name: text for name, (_, text) in _NULLARY.items()}
 
@@ -244,7 +244,7 @@ def compile_predicate(raw: Any, where: str) -> Predicate:
     if isinstance(raw, str):
         if raw not in _NULLARY:
             if raw in PREDICATES:
-                raise ConfigError(f"{where}: predicate {raw!r} needs an argument ({raw}: {PREDICATES[raw]})")
+                raise ConfigError(f"{where}: predicate {raw!r} needs an argument ({raw}: {PREDICATES[raw][0]})")
             raise ConfigError(f"{where}: unknown predicate {raw!r} "
                               f"(known: {', '.join(sorted(set(_NULLARY) | set(PREDICATES)))})")
         test, text = _NULLARY[raw]
@@ -326,8 +326,7 @@ class FixTemplate:
     text: str = ""
 
     def to_json(self) -> dict:
-        return {k: v for k, v in (("spec", self.spec), ("default_spec", self.default_spec),
-                                  ("value", self.value), ("text", self.text)) if v}
+        return {"spec": self.spec, "default_spec": self.default_spec, "value": self.value, "text": self.text}
 
 
 @dataclass(frozen=True)
