@@ -27,6 +27,12 @@ from .common import print_json, stderr_console, stdout_console
 RULE_FORMATS = ("table", "md", "json")
 
 
+class CheckFailed(BraxDiffError):
+    """A CI check failed (--check, --fail-on): exit code 1, one line."""
+
+    exit_code = 1
+
+
 def load_extractors():
     """The extractor classes, imported only when a report is made (tests replace this)."""
     try:
@@ -142,7 +148,8 @@ def report_command(
         for path in stale:
             err.print(f"stale: {path}")
         if stale:
-            raise typer.Exit(1)
+            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) differ from a regenerated report; "
+                              "run brax-diff report without --check to update them")
         err.print(f"up to date: {len(rendered)} file(s)")
     else:
         for path, text in rendered:
@@ -152,8 +159,7 @@ def report_command(
                 write_atomic(path, text)
                 err.print(f"wrote {path}")
     if failing:
-        err.print(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
-        raise typer.Exit(1)
+        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
 
 
 def rules_command(
