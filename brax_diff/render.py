@@ -22,7 +22,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 import brax_diff
 
-from .compare import compare, values_equal
+from .compare import compare, key_order, values_equal
 from .errors import BraxDiffError, ConfigError
 from .facts import Extraction, Provenance, dumps
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
@@ -31,6 +31,7 @@ from .vocabulary import KEYS, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
 FORMATS = ("md", "json", "both")
+MAX_LINKS = 3  # lines linked per value in Markdown tables; the JSON keeps them all
 SOURCE_TITLES = {"brax": "Brax", "playground": "MuJoCo Playground", "slm": "SLM-Lab"}
 
 
@@ -70,8 +71,10 @@ def linked(value: Any, provenance: list[dict] | None) -> str:
     if not prov:
         return f"`{text}`"
     out = f"[`{text}`]({prov[0].url})"
-    for i, extra in enumerate(prov[1:], start=2):
+    for i, extra in enumerate(prov[1:MAX_LINKS], start=2):
         out += f" [{i}]({extra.url})"
+    if len(prov) > MAX_LINKS:
+        out += f" (+{len(prov) - MAX_LINKS} in the JSON)"
     return out
 
 
@@ -154,34 +157,41 @@ class EnvRow:
 
 
 def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
-    """Rows: environments; columns: keys that vary across environments (either side) or
-    differ from SLM-Lab somewhere; cells: both values, status and severity."""
+    """The per-environment matrix of a family.
+
+    ``columns``: keys whose values (either side) or classification vary across the
+    environments, one cell per environment; ``uniform``: keys that differ from SLM-Lab
+    the same way in every environment (one line each, not one column of identical
+    cells); ``rows``: environments, sorted, with the SLM-Lab variant each is compared to.
+    """
     built = []
     for row in rows:
         slm = row.slm or Extraction("slm", {}, {})
         built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table)}))
-    columns = []
-    for key in KEYS:
-        cells = [cs[key] for _, cs in built if key in cs]
-        if not cells:
+    built.sort(key=lambda item: item[0].env)
+
+    def cell(c: Classified | None) -> dict | None:
+        if c is None:
+            return None
+        return {"brax": c.difference.brax_value, "slm": c.difference.slm_value,
+                "status": c.status, "severity": c.severity}
+
+    columns, uniform = [], []
+    for key in key_order():
+        cells = [cell(cs.get(key)) for _, cs in built]
+        if all(c is None for c in cells):
             continue
-        varies = any(not values_equal(c.difference.brax_value, cells[0].difference.brax_value)
-                     or not values_equal(c.difference.slm_value, cells[0].difference.slm_value) for c in cells)
-        if varies or any(c.status != "match" for c in cells):
+        first = cells[0]
+        same = all(c is not None and first is not None and c["status"] == first["status"]
+                   and c["severity"] == first["severity"] and values_equal(c["brax"], first["brax"])
+                   and values_equal(c["slm"], first["slm"]) for c in cells)
+        if not same:
             columns.append(key)
-    order = {k: i for i, (k, _) in enumerate(TOPICS)}
-    columns.sort(key=lambda k: (order[KEYS[k].topic], list(KEYS).index(k)))
-    out_rows = []
-    for row, cells in sorted(built, key=lambda item: item[0].env):
-        out_cells = {}
-        for key in columns:
-            c = cells.get(key)
-            if c is None:
-                continue
-            out_cells[key] = {"brax": c.difference.brax_value, "slm": c.difference.slm_value,
-                              "status": c.status, "severity": c.severity}
-        out_rows.append({"env": row.env, "variant": row.variant, "cells": out_cells})
-    return {"columns": columns, "rows": out_rows}
+        elif first["status"] != "match":
+            uniform.append({"key": key, **first})
+    out_rows = [{"env": row.env, "variant": row.variant,
+                 "cells": {k: cell(cs[k]) for k in columns if k in cs}} for row, cs in built]
+    return {"columns": columns, "uniform": uniform, "rows": out_rows}
 
 
 def _content(model: dict) -> dict:

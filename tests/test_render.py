@@ -146,26 +146,33 @@ def test_regenerating_over_a_report_with_the_same_content_keeps_its_changes():
     assert "No previous report to compare with." in render_markdown(model())
 
 
-def test_env_matrix_keeps_keys_that_vary_or_differ():
+def test_env_matrix_has_a_column_per_varying_key_and_lists_shared_differences_once():
     table = load_rules()
     rows = [
         EnvRow("CartpoleBalance", brax_extraction(env="CartpoleBalance"), slm_extraction(), "ppo_playground"),
         EnvRow("BallInCup", brax_extraction({"discount": 0.95}, env="BallInCup"), slm_extraction(), "ppo_playground"),
         EnvRow("FingerSpin", brax_extraction({"discount": 0.95}, env="FingerSpin"),
-               slm_extraction({"discount": 0.95}, variant="ppo_playground_fingerspin"), "ppo_playground_fingerspin"),
+               slm_extraction({"discount": 0.95, "epochs_per_update": 4}, variant="ppo_playground_fingerspin"),
+               "ppo_playground_fingerspin"),
     ]
     matrix = env_matrix(rows, table)
     assert [r["env"] for r in matrix["rows"]] == ["BallInCup", "CartpoleBalance", "FingerSpin"]
-    assert "discount" in matrix["columns"] and "clip_epsilon" in matrix["columns"]
-    assert "activation" not in matrix["columns"] and "num_envs" not in matrix["columns"]
+    assert matrix["columns"] == ["epochs_per_update", "discount"]  # report order: batch before discount
     cells = {r["env"]: r["cells"]["discount"] for r in matrix["rows"]}
     assert cells["BallInCup"] == {"brax": 0.95, "slm": 0.995, "status": "differs", "severity": "CRITICAL"}
-    assert cells["FingerSpin"]["status"] == "match" and cells["FingerSpin"]["severity"] is None
-    md = render_markdown(model(matrix=matrix))
-    table_md = section(md, "## Per-environment matrix")
-    assert "| BallInCup | ppo_playground |" in table_md
-    assert "`0.95` / `0.995` CRITICAL" in table_md
-    assert "| FingerSpin | ppo_playground_fingerspin |" in table_md
+    assert cells["CartpoleBalance"]["status"] == "match"
+    assert cells["FingerSpin"] == {"brax": 0.95, "slm": 0.95, "status": "match", "severity": None}
+    uniform = {u["key"]: u for u in matrix["uniform"]}
+    assert uniform["clip_epsilon"] == {"key": "clip_epsilon", "brax": 0.3, "slm": 0.2, "status": "differs",
+                                       "severity": "IMPORTANT"}
+    assert "activation" not in uniform and "discount" not in uniform  # matches everywhere / varies
+
+    md = section(render_markdown(model(matrix=matrix)), "## Per-environment matrix")
+    assert "| Environment | Variant | `epochs_per_update` | `discount` |" in md
+    assert "| BallInCup | ppo_playground | `16` | `0.95` / `0.995` CRITICAL |" in md
+    assert "| FingerSpin | ppo_playground_fingerspin | `16` / `4` IMPORTANT | `0.95` |" in md
+    assert "Differences shared by all 3 environments:" in md
+    assert "| `clip_epsilon` | `0.3` | `0.2` | IMPORTANT |" in md
 
 
 def test_fail_on_threshold_selects_differences_at_or_above():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 import yaml
@@ -55,6 +55,17 @@ def _load_mapping(path: str | None) -> dict | None:
     return data
 
 
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``["max_frame=1e8"]`` -> ``{"max_frame": "1e8"}``; a later KEY wins."""
+    sets: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
+        sets[key.strip()] = value
+    return sets
+
+
 def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
     if env:
         brax_extractor.family_of(env)  # an unknown env is a clear error before any work
@@ -94,6 +105,8 @@ def report_command(
     family: Optional[str] = typer.Option(None, "--family", help="One family (default: every family)."),
     env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
     variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the "
+                                             "SLM-Lab spec, like SLM-Lab's -s (repeatable)."),
     rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
     fmt: str = typer.Option("both", "--format", help="md, json or both."),
     output: Optional[str] = typer.Option(None, "--output",
@@ -122,7 +135,8 @@ def report_command(
     playground_snap = Repository(settings.playground_repo, "playground").resolve(settings.playground_ref)
     slm_snap = Repository(settings.slm_repo, "slm").resolve(settings.slm_ref)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
-    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, mapping=_load_mapping(settings.mapping))
+    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=parse_sets(sets),
+                                 mapping=_load_mapping(settings.mapping))
     scopes = _scopes(brax_extractor, family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
