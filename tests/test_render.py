@@ -204,3 +204,14 @@ def test_rules_doc_describes_every_rule_and_predicate():
         assert f"## {rule.code} {rule.name}\n" in doc
     assert "| `other: {KEY: P}` | the predicate holds for another key's comparison |" in doc
     assert "| (Brax's value is larger (a list: longer) and for `transitions_per_update`" in doc
+
+
+def test_markdown_links_at_most_three_lines_per_value():
+    from brax_diff.facts import Provenance
+    from brax_diff.render import linked
+    prov = [Provenance("https://github.com/google/brax", "c" * 40, "train.py", line).to_json() for line in range(1, 6)]
+    text = linked(983040, prov)
+    assert text.startswith(f"[`983040`](https://github.com/google/brax/blob/{'c' * 40}/train.py#L1) [2](")
+    assert "#L3) (+2 in the JSON)" in text and "#L4" not in text
+    assert linked([256, 256], []) == "`[256, 256]`"
+    assert linked("a|b", prov[:1]).startswith("[`a\\|b`]")
