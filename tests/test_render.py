@@ -5,7 +5,7 @@ import pytest
 
 import brax_diff
 from brax_diff.errors import ConfigError
-from brax_diff.facts import Extraction, Fact
+from brax_diff.facts import Extraction
 from brax_diff.render import (EnvRow, build_report, changes_since, env_matrix, read_previous, render_json,
                               render_markdown, render_rules_markdown, templates_dir, topic_anchors,
                               worst_at_or_above)

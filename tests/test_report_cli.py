@@ -238,6 +238,7 @@ def test_single_file_output_and_format(workspace):
     (["--brax", "no-such-ref"], "brax: cannot resolve ref 'no-such-ref'"),
     (["--family", "dm_control", "--variant", "nope"], "variant 'nope' not in"),
     (["--previous", "x.json"], "--previous needs one scope"),
+    (["--set", "max_frame"], "--set 'max_frame': expected KEY=VALUE"),
 ])
 def test_bad_input_exits_2_with_one_line(workspace, capsys, args, message):
     assert run(workspace, *args) == 2

@@ -131,9 +131,11 @@ def report_command(
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules)
     table = load_rules(settings.rules)
     BraxExtractor, SlmExtractor = load_extractors()
-    brax_snap = Repository(settings.brax_repo, "brax").resolve(settings.brax_ref)
-    playground_snap = Repository(settings.playground_repo, "playground").resolve(settings.playground_ref)
-    slm_snap = Repository(settings.slm_repo, "slm").resolve(settings.slm_ref)
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    brax_snap = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
+    playground_snap = Repository(settings.playground_repo, "playground",
+                                 cache_root=cache_root).resolve(settings.playground_ref)
+    slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
     slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=parse_sets(sets),
                                  mapping=_load_mapping(settings.mapping))
