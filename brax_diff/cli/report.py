@@ -1,9 +1,210 @@
-"""`brax-diff report`: not built yet (see the issue tracker)."""
+"""`brax-diff report` (the comparison report) and `brax-diff rules` (the rule table).
+
+Both only parse flags, call the library (``brax_diff.render``, ``brax_diff.rules``) and
+print. Exit codes: 0 done; 1 ``--check`` found stale files or ``--fail-on`` found a
+difference at or above the threshold; 2 bad input (one ``error: ...`` line).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+import yaml
+from rich.table import Table
+
+from ..config import Settings, load_settings
+from ..errors import BraxDiffError, ConfigError
+from ..io import write_atomic
+from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
+                      render_rules_markdown, worst_at_or_above)
+from ..rules import SEVERITIES, load_rules
+from ..sources import Repository
+from .common import print_json, stderr_console, stdout_console
+
+RULE_FORMATS = ("table", "md", "json")
+
+
+class CheckFailed(BraxDiffError):
+    """A CI check failed (--check, --fail-on): exit code 1, one line."""
+
+    exit_code = 1
+
+
+def load_extractors():
+    """The extractor classes, imported only when a report is made (tests replace this)."""
+    try:
+        from extractors.brax import BraxExtractor
+        from extractors.slm import SlmExtractor
+    except ImportError as exc:  # a broken install, not the user's input; still one line
+        raise BraxDiffError(f"the extractors cannot be imported: {exc}") from None
+    return BraxExtractor, SlmExtractor
+
+
+def _load_mapping(path: str | None) -> dict | None:
+    if path is None:
+        return None
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"mapping file {path}: cannot read: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"mapping file {path}: expected a mapping")
+    return data
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``["max_frame=1e8"]`` -> ``{"max_frame": "1e8"}``; a later KEY wins."""
+    sets: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
+        sets[key.strip()] = value
+    return sets
+
+
+def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
+    if env:
+        brax_extractor.family_of(env)  # an unknown env is a clear error before any work
+        return [Scope(env=env)]
+    families = brax_extractor.families()
+    if family:
+        if family not in families:
+            raise BraxDiffError(f"unknown family {family!r} (families: {', '.join(families)})")
+        return [Scope(family=family)]
+    return [Scope(family=f) for f in families]
+
+
+def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool) -> dict[str, Path | None]:
+    """Where each format goes: {"md": path, "json": path}; None means stdout."""
+    wanted = ("md", "json") if fmt == "both" else (fmt,)
+    if output == "-":
+        if several or fmt == "both":
+            raise BraxDiffError("--output - needs one scope (--family or --env) and one --format (md or json)")
+        return {fmt: None}
+    if output and Path(output).suffix in (".md", ".json"):
+        if several:
+            raise BraxDiffError(f"--output {output} is a file; several families need a directory (or pick --family)")
+        base = Path(output).with_suffix("")
+    else:
+        base = Path(output or settings.reports_dir) / scope.name
+    return {f: base.with_suffix(f".{f}") for f in wanted}
+
+
+def report_command(
+    brax: Optional[str] = typer.Option(None, "--brax", help="Brax ref (default: main)."),
+    playground: Optional[str] = typer.Option(None, "--playground", help="MuJoCo Playground ref (default: main)."),
+    slm: Optional[str] = typer.Option(None, "--slm", help="SLM-Lab ref (default: HEAD)."),
+    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL."),
+    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository (default: .)."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
+    family: Optional[str] = typer.Option(None, "--family", help="One family (default: every family)."),
+    env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the "
+                                             "SLM-Lab spec, like SLM-Lab's -s (repeatable)."),
+    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
+    fmt: str = typer.Option("both", "--format", help="md, json or both."),
+    output: Optional[str] = typer.Option(None, "--output",
+                                         help="Directory (default reports/), a .md/.json file for one scope, or -."),
+    previous: Optional[str] = typer.Option(None, "--previous",
+                                           help="Previous report JSON (default: the JSON at the output path)."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
+    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
+                                          "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
+) -> None:
+    """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
+    if family and env:
+        raise BraxDiffError("--family and --env exclude each other")
+    if fmt not in FORMATS:
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
+    threshold = fail_on.upper() if fail_on else None
+    if threshold is not None and threshold not in SEVERITIES:
+        raise BraxDiffError(f"unknown --fail-on severity {fail_on!r} (choose from {', '.join(SEVERITIES)})")
+    if check and output == "-":
+        raise BraxDiffError("--check compares files on disk; it cannot be used with --output -")
+    settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
+                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules)
+    table = load_rules(settings.rules)
+    BraxExtractor, SlmExtractor = load_extractors()
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    brax_snap = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
+    playground_snap = Repository(settings.playground_repo, "playground",
+                                 cache_root=cache_root).resolve(settings.playground_ref)
+    slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    brax_extractor = BraxExtractor(brax_snap, playground_snap)
+    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=parse_sets(sets),
+                                 mapping=_load_mapping(settings.mapping))
+    scopes = _scopes(brax_extractor, family, env)
+    if previous and len(scopes) > 1:
+        raise BraxDiffError("--previous needs one scope (--family or --env)")
+
+    rendered: list[tuple[Path | None, str]] = []
+    failing: list[str] = []
+    for scope in scopes:
+        targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
+        default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
+        previous_path = previous or (default_previous.with_suffix(".json") if default_previous else None)
+        model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
+                         previous=read_previous(previous_path) if previous_path else None,
+                         rules_origin="shipped" if settings.rules is None else settings.rules)
+        for kind, path in sorted(targets.items()):
+            rendered.append((path, render_markdown(model) if kind == "md" else render_json(model)))
+        if threshold:
+            failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
+
+    err = stderr_console()
+    if check:
+        stale = [path for path, text in rendered
+                 if not path.exists() or path.read_text(encoding="utf-8") != text]
+        for path in stale:
+            err.print(f"stale: {path}")
+        if stale:
+            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) differ from a regenerated report; "
+                              "run brax-diff report without --check to update them")
+        err.print(f"up to date: {len(rendered)} file(s)")
+    else:
+        for path, text in rendered:
+            if path is None:
+                sys.stdout.write(text)
+            else:
+                write_atomic(path, text)
+                err.print(f"wrote {path}")
+    if failing:
+        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+
+
+def rules_command(
+    fmt: str = typer.Option("table", "--format", help="table, md (docs/rules.md) or json."),
+    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
+) -> None:
+    """Print the rule table (shipped, merged with --rules or the configured rules file)."""
+    if fmt not in RULE_FORMATS:
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(RULE_FORMATS)})")
+    table = load_rules(load_settings(rules=rules).rules)
+    if fmt == "md":
+        sys.stdout.write(render_rules_markdown(table))
+        return
+    if fmt == "json":
+        print_json(table.to_json())
+        return
+    out = Table(title="brax-diff rules", title_justify="left")
+    for column in ("code", "name", "topic", "keys", "severity cases", "risk"):
+        out.add_column(column)
+    for rule in table.rules:
+        cases = "\n".join(f"{c.then}: {c.when.text}" for c in rule.cases)
+        out.add_row(rule.code, rule.name, rule.topic, "\n".join(rule.keys), cases, rule.risk.level)
+    stdout_console().print(out)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `report` and `rules` to the app."""
+    app.command("report")(report_command)
+    app.command("rules")(rules_command)
+
+
+__all__ = ["register", "load_extractors"]

@@ -1,0 +1,384 @@
+"""The report: a JSON-native model, rendered as JSON and (through Jinja) as Markdown.
+
+:func:`build_report` turns the two extractions, their classified differences and the
+per-environment rows into the report model (a plain dict; ``dumps(model)`` is the JSON
+report). :func:`render_markdown` renders the model with ``templates/report.md.j2``.
+:func:`changes_since` compares the model with a previous report's JSON. Everything is
+sorted and free of timestamps, so the same inputs give byte-identical files.
+
+:func:`generate` runs the whole pipeline for one scope with extractor objects (see
+CONTRACTS.md: ``BraxExtractor``, ``SlmExtractor``); the CLI only opens repositories and
+calls it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+import brax_diff
+
+from .compare import compare, key_order, values_equal
+from .errors import BraxDiffError, ConfigError
+from .facts import Extraction, Provenance, dumps
+from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
+                    recommended_order)
+from .vocabulary import KEYS, TOPICS
+
+SCHEMA = 1  # bump when the report JSON changes shape
+FORMATS = ("md", "json", "both")
+MAX_LINKS = 3  # lines linked per value in Markdown tables; the JSON keeps them all
+SOURCE_TITLES = {"brax": "Brax", "playground": "MuJoCo Playground", "slm": "SLM-Lab"}
+
+
+def templates_dir() -> Path:
+    """Installed: brax_diff/templates; in a checkout: the top-level templates/ folder."""
+    installed = Path(brax_diff.__file__).parent / "templates"
+    return installed if installed.is_dir() else Path(brax_diff.__file__).parent.parent / "templates"
+
+
+# --------------------------------------------------------------------------------------
+# Formatting helpers shared by the templates
+# --------------------------------------------------------------------------------------
+
+
+def format_value(value: Any) -> str:
+    """A value as the report prints it: JSON-like, lists in brackets, null for None."""
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def md_cell(text: Any) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def linked(value: Any, provenance: list[dict] | None) -> str:
+    """``[value](url)``, with further lines as ``[2](url)``; plain value without provenance."""
+    text = md_cell(format_value(value))
+    prov = [Provenance.from_json(p) for p in provenance or []]
+    if not prov:
+        return f"`{text}`"
+    out = f"[`{text}`]({prov[0].url})"
+    for i, extra in enumerate(prov[1:MAX_LINKS], start=2):
+        out += f" [{i}]({extra.url})"
+    if len(prov) > MAX_LINKS:
+        out += f" (+{len(prov) - MAX_LINKS} in the JSON)"
+    return out
+
+
+def fact_cell(fact: dict | None) -> str:
+    if fact is None:
+        return "—"
+    out = linked(fact["value"], fact.get("provenance"))
+    if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
+        out += f" (declared `{md_cell(format_value(fact['declared']))}`)"
+    return out
+
+
+def short_repo(url: str) -> str:
+    return url.split("github.com/", 1)[-1] if "github.com/" in url else url
+
+
+def environment() -> Environment:
+    """The Jinja environment every template renders in."""
+    env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
+                      autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
+                       tojson=lambda v: json.dumps(v, sort_keys=True))
+    env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked)
+    return env
+
+
+# --------------------------------------------------------------------------------------
+# The report model
+# --------------------------------------------------------------------------------------
+
+
+def _sources(brax: Extraction, slm: Extraction) -> list[dict]:
+    merged = {**brax.sources, **slm.sources}
+    order = [name for name in SOURCE_TITLES if name in merged] + sorted(set(merged) - set(SOURCE_TITLES))
+    return [{"name": name, "title": SOURCE_TITLES.get(name, name), **merged[name].to_json()} for name in order]
+
+
+def _findings(brax: Extraction, slm: Extraction) -> list[dict]:
+    out = []
+    for side, extraction in (("brax", brax), ("slm", slm)):
+        for finding in sorted(extraction.findings, key=lambda f: f.sort_key()):
+            out.append({"side": side, **finding.to_json()})
+    return out
+
+
+def _summary(classified: list[Classified]) -> dict:
+    counts = {s: 0 for s in SEVERITIES}
+    counts["match"] = 0
+    for c in classified:
+        counts[c.severity or "match"] += 1
+    return counts
+
+
+def recommended_steps(classified: list[Classified]) -> list[dict]:
+    """The recommended order: one step per distinct fix, by severity then risk (low-risk
+    first within a severity, as the reference report orders its phases)."""
+    steps: list[dict] = []
+    index: dict[tuple, dict] = {}
+    for c in recommended_order(classified):
+        fix = c.fix.to_json() if c.fix else None
+        ident = (c.rule, json.dumps(fix, sort_keys=True))
+        if ident in index:
+            index[ident]["keys"].append(c.key)
+            continue
+        step = {"severity": c.severity, "risk": c.risk.level if c.risk else None, "rule": c.rule,
+                "rule_name": c.rule_name, "keys": [c.key], "fix": fix}
+        index[ident] = step
+        steps.append(step)
+    return steps
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    """One environment of the matrix: its Brax extraction and the SLM-Lab variant for it."""
+
+    env: str
+    brax: Extraction
+    slm: Extraction | None
+    variant: str | None = None
+
+
+def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
+    """The per-environment matrix of a family.
+
+    ``columns``: keys whose values (either side) or classification vary across the
+    environments, one cell per environment; ``uniform``: keys that differ from SLM-Lab
+    the same way in every environment (one line each, not one column of identical
+    cells); ``rows``: environments, sorted, with the SLM-Lab variant each is compared to.
+    """
+    built = []
+    for row in rows:
+        slm = row.slm or Extraction("slm", {}, {})
+        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table)}))
+    built.sort(key=lambda item: item[0].env)
+
+    def cell(c: Classified | None) -> dict | None:
+        if c is None:
+            return None
+        return {"brax": c.difference.brax_value, "slm": c.difference.slm_value,
+                "status": c.status, "severity": c.severity}
+
+    columns, uniform = [], []
+    for key in key_order():
+        cells = [cell(cs.get(key)) for _, cs in built]
+        if all(c is None for c in cells):
+            continue
+        first = cells[0]
+        same = all(c is not None and first is not None and c["status"] == first["status"]
+                   and c["severity"] == first["severity"] and values_equal(c["brax"], first["brax"])
+                   and values_equal(c["slm"], first["slm"]) for c in cells)
+        if not same:
+            columns.append(key)
+        elif first["status"] != "match":
+            uniform.append({"key": key, **first})
+    out_rows = [{"env": row.env, "variant": row.variant,
+                 "cells": {k: cell(cs[k]) for k in columns if k in cs}} for row, cs in built]
+    return {"columns": columns, "uniform": uniform, "rows": out_rows}
+
+
+def _content(model: dict) -> dict:
+    """What decides whether two reports say the same: everything but their history."""
+    return {k: v for k, v in model.items() if k != "changes"}
+
+
+def _fact_moves(before: dict, after: dict) -> list[dict]:
+    out = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old is None:
+            out.append({"key": key, "change": "added", "from": None, "to": new["value"]})
+        elif new is None:
+            out.append({"key": key, "change": "removed", "from": old["value"], "to": None})
+        elif not values_equal(old["value"], new["value"]):
+            out.append({"key": key, "change": "changed", "from": old["value"], "to": new["value"]})
+    return out
+
+
+def changes_since(previous: dict | None, model: dict) -> dict | None:
+    """What moved since ``previous`` (a report JSON): sources, facts on each side,
+    classifications. A previous report with the same content passes its own changes on,
+    so regenerating a report is idempotent (and ``--check`` stable)."""
+    if previous is None:
+        return None
+    if _content(previous) == _content(model):
+        return previous.get("changes")
+    before = {s["name"]: s for s in previous.get("sources", [])}
+    sources = []
+    for src in model["sources"]:
+        old = before.get(src["name"])
+        if old is None or old.get("commit") != src["commit"]:
+            sources.append({"name": src["name"], "title": src["title"],
+                            "from": None if old is None else old.get("commit"), "to": src["commit"],
+                            "from_date": None if old is None else old.get("date"), "to_date": src["date"]})
+    facts = {side: _fact_moves(previous.get(side, {}).get("facts", {}), model[side]["facts"])
+             for side in ("brax", "slm")}
+    old_cls = {d["key"]: d for d in previous.get("differences", [])}
+    classifications = []
+    for d in model["differences"]:
+        old = old_cls.pop(d["key"], None)
+        was = None if old is None else {"status": old.get("status"), "severity": old.get("severity")}
+        now = {"status": d["status"], "severity": d["severity"]}
+        if was != now:
+            classifications.append({"key": d["key"], "from": was, "to": now})
+    for key in sorted(old_cls):
+        old = old_cls[key]
+        classifications.append({"key": key, "from": {"status": old.get("status"), "severity": old.get("severity")},
+                                "to": None})
+    return {"previous_sources": [{"name": s["name"], "commit": s.get("commit")} for s in previous.get("sources", [])],
+            "sources": sources, "facts": facts, "classifications": classifications}
+
+
+def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
+                 matrix: dict | None = None, previous: dict | None = None,
+                 verification: dict | None = None, rules_origin: str = "shipped") -> dict:
+    """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
+    ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given."""
+    classified = classify(compare(brax, slm), table)
+    model = {
+        "schema": SCHEMA,
+        "scope": dict(sorted(scope.items())),
+        "sources": _sources(brax, slm),
+        "brax": brax.to_json(),
+        "slm": slm.to_json(),
+        "differences": [c.to_json() for c in classified],
+        "summary": _summary(classified),
+        "recommended": recommended_steps(classified),
+        "findings": _findings(brax, slm),
+        "matrix": matrix,
+        "verification": verification,
+        "rules": {"origin": rules_origin,
+                  "references": {k: v.to_json() for k, v in sorted(table.references.items())}},
+    }
+    model["changes"] = changes_since(previous, model)
+    return model
+
+
+def render_json(model: dict) -> str:
+    return dumps(model)
+
+
+def topic_anchors() -> dict[str, str]:
+    """GitHub's heading anchors of the numbered topic sections ("### 1. Batch collection")."""
+    return {name: f"{i}-" + "-".join(title.lower().split()) for i, (name, title) in enumerate(TOPICS, start=1)}
+
+
+def render_markdown(model: dict) -> str:
+    """The Markdown report, from templates/report.md.j2."""
+    by_key = {d["key"]: d for d in model["differences"]}
+    topics = []
+    for name, title in TOPICS:
+        rows = [d for d in model["differences"] if d["topic"] == name]
+        topics.append({"name": name, "title": title, "rows": rows,
+                       "worst": min((d["severity"] for d in rows if d["severity"]),
+                                    key=SEVERITIES.index, default=None)})
+    text = environment().get_template("report.md.j2").render(
+        m=model, topic_sections=topics, by_key=by_key, anchors=topic_anchors())
+    return text.rstrip("\n") + "\n"
+
+
+def render_rules_markdown(table: RuleTable) -> str:
+    """docs/rules.md: the rule table as Markdown (templates/rules.md.j2)."""
+    from .rules import NULLARY_PREDICATES, PREDICATES
+    text = environment().get_template("rules.md.j2").render(
+        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES)
+    return text.rstrip("\n") + "\n"
+
+
+def read_previous(path: str | Path) -> dict | None:
+    """A previous report's JSON; None when the file does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"previous report {path}: not a brax-diff report JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or "differences" not in data:
+        raise ConfigError(f"previous report {path}: not a brax-diff report JSON (schema {SCHEMA})")
+    return data
+
+
+def worst_at_or_above(model: dict, threshold: str) -> list[dict]:
+    """Differences at or above a severity (for ``--fail-on``)."""
+    if threshold not in SEVERITIES:
+        raise BraxDiffError(f"unknown severity {threshold!r} (choose from {', '.join(SEVERITIES)})")
+    return [d for d in model["differences"] if at_or_above(d["severity"], threshold)]
+
+
+# --------------------------------------------------------------------------------------
+# The pipeline for one scope, with extractor objects
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one report covers: a family (with its env matrix) or one environment."""
+
+    family: str | None = None
+    env: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.env or self.family or "report"
+
+
+def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
+             variant: str | None = None, spec: str | None = None, previous: dict | None = None,
+             verification: dict | None = None, rules_origin: str = "shipped") -> dict:
+    """The report model for one scope.
+
+    A family report compares the family's Brax config with the SLM-Lab variant mapped to
+    the family (or ``variant``) and adds the matrix over the family's registered
+    environments, each against the variant mapped to it. An env report compares that
+    environment alone.
+    """
+    variants: dict[str, Extraction] = {}
+
+    def slm_variant(name: str) -> Extraction:
+        if name not in variants:
+            variants[name] = slm_extractor.variant(name)
+        return variants[name]
+
+    matrix = None
+    if scope.env is not None:
+        family = brax_extractor.family_of(scope.env)
+        brax = brax_extractor.env(scope.env)
+        chosen = variant or slm_extractor.variant_for(env=scope.env)
+    else:
+        family = scope.family
+        brax = brax_extractor.family(family)
+        chosen = variant or slm_extractor.variant_for(family=family)
+        rows = []
+        for env in brax_extractor.environments(family):
+            try:
+                row_variant = variant or slm_extractor.variant_for(env=env)
+            except BraxDiffError:
+                row_variant = chosen  # no mapping for this env: the family's variant
+            rows.append(EnvRow(env, brax_extractor.env(env), slm_variant(row_variant), row_variant))
+        matrix = env_matrix(rows, table)
+    slm = slm_variant(chosen)
+    scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec}
+    return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
+                        verification=verification, rules_origin=rules_origin)
+
+
+__all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",
+           "generate", "Scope", "read_previous", "worst_at_or_above", "environment", "templates_dir"]

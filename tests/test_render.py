@@ -1,0 +1,217 @@
+import json
+from pathlib import Path
+
+import pytest
+
+import brax_diff
+from brax_diff.errors import ConfigError
+from brax_diff.facts import Extraction
+from brax_diff.render import (EnvRow, build_report, changes_since, env_matrix, read_previous, render_json,
+                              render_markdown, render_rules_markdown, templates_dir, topic_anchors,
+                              worst_at_or_above)
+from brax_diff.rules import load_rules
+from brax_diff.vocabulary import TOPICS
+from report_fixtures import BRAX_SHA, SLM_SHA, SPEC, brax_extraction, slm_extraction
+
+ROOT = Path(__file__).resolve().parent.parent
+SCOPE = {"family": "dm_control", "env": None, "variant": "ppo_playground", "spec": SPEC}
+
+
+def model(brax=None, slm=None, **kw):
+    return build_report(brax or brax_extraction(), slm or slm_extraction(), load_rules(), scope=SCOPE, **kw)
+
+
+def section(markdown: str, title: str) -> str:
+    """From a heading to the next heading of the same or a higher level."""
+    start = markdown.index(title)
+    level = len(title) - len(title.lstrip("#"))
+    ends = [markdown.find("\n" + "#" * k + " ", start + len(title)) for k in range(2, level + 1)]
+    ends = [e for e in ends if e != -1]
+    return markdown[start:min(ends)] if ends else markdown[start:]
+
+
+def test_templates_load_from_the_top_level_folder_in_a_checkout():
+    assert templates_dir() == Path(brax_diff.__file__).parent.parent / "templates"
+    assert (templates_dir() / "report.md.j2").is_file()
+
+
+def test_json_report_holds_sources_facts_differences_and_summary():
+    m = json.loads(render_json(model()))
+    assert [s["name"] for s in m["sources"]] == ["brax", "playground", "slm"]
+    assert m["sources"][0]["commit"] == BRAX_SHA and m["sources"][0]["date"] == "2025-06-01T10:00:00+00:00"
+    assert m["brax"]["facts"]["transitions_per_update"]["value"] == 983040
+    assert m["slm"]["facts"]["clip_epsilon"]["note"] == "spec: agent.algorithm.clip_eps_spec.start_val"
+    diffs = {d["key"]: d for d in m["differences"]}
+    assert diffs["transitions_per_update"]["severity"] == "CRITICAL"
+    assert diffs["transitions_per_update"]["fix"]["value"] == 480
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 10, "match": 18}
+    assert m["recommended"][0]["rule"] == "BD001"
+    assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
+    assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
+    assert m["changes"] is None and m["matrix"] is None and m["verification"] is None
+
+
+def test_markdown_header_names_every_source_with_full_sha_and_date():
+    md = render_markdown(model())
+    assert md.startswith("# Brax PPO vs SLM-Lab PPO: dm_control\n")
+    header = md[: md.index("## Summary")]
+    assert f"[`{BRAX_SHA}`](https://github.com/google/brax/commit/{BRAX_SHA})" in header
+    assert f"[`{SLM_SHA}`](https://github.com/kengz/SLM-Lab/commit/{SLM_SHA}) | 2025-06-03T10:00:00+00:00" in header
+    assert "| MuJoCo Playground | [google-deepmind/mujoco_playground]" in header
+    assert "SLM-Lab variant `ppo_playground`" in header
+
+
+def test_markdown_has_the_13_topics_in_order_with_linked_values():
+    md = render_markdown(model())
+    positions = [md.index(f"### {i}. {title}\n") for i, (_, title) in enumerate(TOPICS, start=1)]
+    assert positions == sorted(positions) and len(positions) == 13
+    batch = section(md, "### 1. Batch collection")
+    row = next(line for line in batch.splitlines() if line.startswith("| `transitions_per_update`"))
+    assert (f"[`983040`](https://github.com/google/brax/blob/{BRAX_SHA}/brax/training/agents/ppo/train.py#L586)"
+            in row)
+    assert f"[`61440`](https://github.com/kengz/SLM-Lab/blob/{SLM_SHA}/{SPEC}#L132)" in row
+    assert "CRITICAL** BD001" in row and "set `agent.algorithm.time_horizon: 480`" in row
+    assert "| `num_envs` |" in batch and "| match | match | — |" in batch
+    assert "**BD001 batch-volume**" in batch and "Risk (high)" in batch
+    assert "[Andrychowicz et al. 2021](https://arxiv.org/abs/2006.05990)" in batch
+    assert "No key of this topic" not in md  # every topic has facts here
+    # Summary links point at GitHub's anchors of those headings.
+    assert f"[`clip_epsilon`](#{topic_anchors()['clip_epsilon']})" in md
+    assert topic_anchors()["lr_schedule"] == "6-learning-rate-schedule"
+
+
+def test_severity_tables_and_recommended_order_read_like_the_reference():
+    md = render_markdown(model())
+    critical = section(md, "### CRITICAL")
+    assert "| `transitions_per_update` |" in critical and "| `clip_epsilon` |" not in critical
+    order = section(md, "## Recommended order")
+    lines = [line for line in order.splitlines() if line[:1].isdigit()]
+    assert lines[0].startswith("1. 🔴 **CRITICAL**, risk high, BD001 batch-volume")
+    # low-risk IMPORTANT fixes before the high-risk one, as the reference's phases are ordered
+    grad = next(i for i, line in enumerate(lines) if "BD023" in line)
+    squash = next(i for i, line in enumerate(lines) if "BD024" in line)
+    assert grad < squash
+    assert "set `agent.net.clip_grad_val: null`" in lines[grad]
+
+
+def test_findings_section_lists_each_finding_with_its_line():
+    md = render_markdown(model())
+    findings = section(md, "## Findings")
+    assert "| SLM-Lab | WARNING | spec_code_inconsistency | minibatch_size 4096 is rounded" in findings
+    assert f"({'https://github.com/kengz/SLM-Lab'}/blob/{SLM_SHA}/{SPEC}#L134)" in findings
+
+
+def test_verification_column_only_when_verification_data_is_present():
+    assert "Verification" not in render_markdown(model())
+    md = render_markdown(model(verification={"clip_epsilon": {"verdict": "supported", "iqm_delta": 0.1}}))
+    clip = section(md, "### 12. Clipping epsilon")
+    assert "| Fix | Verification |" in clip
+    assert clip.count("| supported |") == 1
+
+
+def test_output_is_byte_identical_for_the_same_inputs_in_any_order():
+    brax = brax_extraction()
+    shuffled = Extraction(brax.side, dict(reversed(brax.sources.items())), dict(reversed(brax.scope.items())),
+                          dict(reversed(brax.facts.items())), list(reversed(brax.findings)))
+    a, b = model(brax), model(shuffled)
+    assert render_json(a) == render_json(b)
+    assert render_markdown(a) == render_markdown(b)
+    assert render_markdown(a) == render_markdown(model())
+
+
+def test_changes_since_previous_list_moved_facts_and_classifications():
+    old = json.loads(render_json(model(brax_extraction(sha="a" * 40), slm_extraction({"clip_epsilon": 0.3}))))
+    new = model(previous=old)
+    changes = new["changes"]
+    assert changes["sources"] == [{"name": "brax", "title": "Brax", "from": "a" * 40, "to": BRAX_SHA,
+                                   "from_date": "2025-06-01T10:00:00+00:00", "to_date": "2025-06-01T10:00:00+00:00"}]
+    assert changes["facts"]["brax"] == []
+    assert changes["facts"]["slm"] == [{"key": "clip_epsilon", "change": "changed", "from": 0.3, "to": 0.2}]
+    assert changes["classifications"] == [{"key": "clip_epsilon", "from": {"status": "match", "severity": None},
+                                           "to": {"status": "differs", "severity": "IMPORTANT"}}]
+    md = section(render_markdown(new), "## Changes since the previous report")
+    assert "- Brax: `aaaaaaaaaaaa`" in md and "→ `bbbbbbbbbbbb`" in md
+    assert "  - `clip_epsilon` changed: 0.3 → 0.2" in md
+    assert "  - `clip_epsilon`: match → differs (IMPORTANT)" in md
+    assert "No Brax fact moved." in md
+
+
+def test_regenerating_over_a_report_with_the_same_content_keeps_its_changes():
+    old = json.loads(render_json(model(brax_extraction(drop=("discount",)))))
+    first = json.loads(render_json(model(previous=old)))
+    assert first["changes"]["facts"]["brax"] == [{"key": "discount", "change": "added", "from": None, "to": 0.995}]
+    second = model(previous=first)  # same inputs again: idempotent, so --check stays green
+    assert render_json(second) == render_json(first)
+    assert changes_since(None, second) is None
+    assert "No previous report to compare with." in render_markdown(model())
+
+
+def test_env_matrix_has_a_column_per_varying_key_and_lists_shared_differences_once():
+    table = load_rules()
+    rows = [
+        EnvRow("CartpoleBalance", brax_extraction(env="CartpoleBalance"), slm_extraction(), "ppo_playground"),
+        EnvRow("BallInCup", brax_extraction({"discount": 0.95}, env="BallInCup"), slm_extraction(), "ppo_playground"),
+        EnvRow("FingerSpin", brax_extraction({"discount": 0.95}, env="FingerSpin"),
+               slm_extraction({"discount": 0.95, "epochs_per_update": 4}, variant="ppo_playground_fingerspin"),
+               "ppo_playground_fingerspin"),
+    ]
+    matrix = env_matrix(rows, table)
+    assert [r["env"] for r in matrix["rows"]] == ["BallInCup", "CartpoleBalance", "FingerSpin"]
+    assert matrix["columns"] == ["epochs_per_update", "discount"]  # report order: batch before discount
+    cells = {r["env"]: r["cells"]["discount"] for r in matrix["rows"]}
+    assert cells["BallInCup"] == {"brax": 0.95, "slm": 0.995, "status": "differs", "severity": "CRITICAL"}
+    assert cells["CartpoleBalance"]["status"] == "match"
+    assert cells["FingerSpin"] == {"brax": 0.95, "slm": 0.95, "status": "match", "severity": None}
+    uniform = {u["key"]: u for u in matrix["uniform"]}
+    assert uniform["clip_epsilon"] == {"key": "clip_epsilon", "brax": 0.3, "slm": 0.2, "status": "differs",
+                                       "severity": "IMPORTANT"}
+    assert "activation" not in uniform and "discount" not in uniform  # matches everywhere / varies
+
+    md = section(render_markdown(model(matrix=matrix)), "## Per-environment matrix")
+    assert "| Environment | Variant | `epochs_per_update` | `discount` |" in md
+    assert "| BallInCup | ppo_playground | `16` | `0.95` / `0.995` CRITICAL |" in md
+    assert "| FingerSpin | ppo_playground_fingerspin | `16` / `4` IMPORTANT | `0.95` |" in md
+    assert "Differences shared by all 3 environments:" in md
+    assert "| `clip_epsilon` | `0.3` | `0.2` | IMPORTANT |" in md
+
+
+def test_fail_on_threshold_selects_differences_at_or_above():
+    m = model()
+    assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
+    assert len(worst_at_or_above(m, "IMPORTANT")) == 13
+    assert len(worst_at_or_above(m, "MINOR")) == 23
+
+
+def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
+    assert read_previous(tmp_path / "absent.json") is None
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a brax-diff report JSON"):
+        read_previous(bad)
+    bad.write_text('{"schema": 99}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="schema 1"):
+        read_previous(bad)
+
+
+def test_committed_rules_doc_is_generated_from_the_table():
+    # Regenerate with: python -m brax_diff rules --format md > docs/rules.md
+    assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == render_rules_markdown(load_rules())
+
+
+def test_rules_doc_describes_every_rule_and_predicate():
+    doc = render_rules_markdown(load_rules())
+    for rule in load_rules().rules:
+        assert f"## {rule.code} {rule.name}\n" in doc
+    assert "| `other: {KEY: P}` | the predicate holds for another key's comparison |" in doc
+    assert "| (Brax's value is larger (a list: longer) and for `transitions_per_update`" in doc
+
+
+def test_markdown_links_at_most_three_lines_per_value():
+    from brax_diff.facts import Provenance
+    from brax_diff.render import linked
+    prov = [Provenance("https://github.com/google/brax", "c" * 40, "train.py", line).to_json() for line in range(1, 6)]
+    text = linked(983040, prov)
+    assert text.startswith(f"[`983040`](https://github.com/google/brax/blob/{'c' * 40}/train.py#L1) [2](")
+    assert "#L3) (+2 in the JSON)" in text and "#L4" not in text
+    assert linked([256, 256], []) == "`[256, 256]`"
+    assert linked("a|b", prov[:1]).startswith("[`a\\|b`]")

@@ -1,0 +1,245 @@
+import textwrap
+from collections import Counter
+
+import pytest
+
+from brax_diff.compare import Difference, compare
+from brax_diff.errors import ConfigError
+from brax_diff.facts import Fact
+from brax_diff.rules import (RISK_LEVELS, SEVERITIES, Context, classify, compile_predicate, load_rules,
+                             recommended_order)
+from brax_diff.vocabulary import KEYS, TOPIC_TITLES
+from report_fixtures import brax_extraction, slm_extraction
+
+
+def classified(brax=None, slm=None, rules_file=None, **kw):
+    table = load_rules(rules_file)
+    diffs = compare(brax or brax_extraction(), slm or slm_extraction())
+    return {c.key: c for c in classify(diffs, table)}
+
+
+def write_rules(tmp_path, text):
+    path = tmp_path / "rules.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+# -- the shipped table ----------------------------------------------------------------
+
+
+def test_every_canonical_key_belongs_to_exactly_one_rule():
+    table = load_rules()
+    owners = Counter(key for rule in table.rules for key in rule.keys)
+    assert set(owners) == set(KEYS)
+    assert set(owners.values()) == {1}
+
+
+def test_shipped_rules_are_complete():
+    table = load_rules()
+    codes = [r.code for r in table.rules]
+    assert codes == sorted(codes) and len(set(codes)) == len(codes) == 33
+    assert {r.topic for r in table.rules} == set(TOPIC_TITLES)  # every topic has a rule
+    assert set(table.references) == {"andrychowicz2021", "huang2022", "engstrom2020"}
+    for rule in table.rules:
+        assert rule.rationale and rule.fix.text and rule.risk.level in RISK_LEVELS and rule.references
+        assert all(case.then in SEVERITIES for case in rule.cases)
+
+
+# -- classification with values like the real ones ------------------------------------
+
+
+def test_dm_control_values_classify_like_the_code_says():
+    c = classified()
+    assert c["transitions_per_update"].severity == "CRITICAL"
+    assert c["transitions_per_update"].rule == "BD001"
+    assert c["transitions_per_update"].because == "one value is at least 4x the other"
+    assert c["unrolls_per_update"].severity == "CRITICAL"
+    assert c["max_grad_norm"].severity == "IMPORTANT"  # Brax does not clip, SLM-Lab clips at 1.0
+    assert c["lr_final_factor"].severity == "IMPORTANT"  # 1.0 vs 0.033
+    assert c["value_hidden_layers"].severity == "IMPORTANT"  # 5 layers vs 3
+    assert c["policy_hidden_layers"].severity == "MINOR"
+    assert c["kernel_init"].severity == "MINOR"
+    assert c["minibatch_transitions"].severity == "MINOR"  # follows from the batch while batches differ
+
+
+def test_matches_get_no_severity_and_no_fix():
+    c = classified()
+    for key in ("discount", "entropy_coef", "learning_rate", "num_envs", "reward_scale"):
+        assert c[key].status == "match"
+        assert c[key].severity is None and c[key].fix is None
+    assert c["discount"].rule == "BD033"  # the rule is still named
+
+
+def test_clip_epsilon_is_important_only_with_a_larger_brax_batch():
+    assert classified()["clip_epsilon"].severity == "IMPORTANT"
+    equal_batch = classified(slm=slm_extraction({"transitions_per_update": 983040}))
+    assert equal_batch["clip_epsilon"].severity == "MINOR"
+    assert equal_batch["transitions_per_update"].severity is None
+    # Brax's batch larger but SLM-Lab's clip larger: no combination, 1.5x is below 2x
+    assert classified(slm=slm_extraction({"clip_epsilon": 0.45}))["clip_epsilon"].severity == "MINOR"
+    assert classified(slm=slm_extraction({"clip_epsilon": 0.1}))["clip_epsilon"].severity == "IMPORTANT"
+
+
+def test_discount_severity_follows_the_effective_horizon():
+    assert classified(slm=slm_extraction({"discount": 0.97}))["discount"].severity == "CRITICAL"
+    assert classified(slm=slm_extraction({"discount": 0.994}))["discount"].severity == "IMPORTANT"
+
+
+def test_fix_names_the_spec_key_and_a_value_templated_from_brax():
+    c = classified()
+    batch = c["transitions_per_update"].fix
+    assert (batch.spec, batch.value) == ("agent.algorithm.time_horizon", 480)  # 983040 / 2048 envs
+    assert batch.summary == "set `agent.algorithm.time_horizon: 480`"
+    assert "983040 transitions" in batch.text
+    clip = c["clip_epsilon"].fix
+    assert (clip.spec, clip.value) == ("agent.algorithm.clip_eps_spec.start_val", 0.3)  # from the fact's note
+    grad = c["max_grad_norm"].fix
+    assert (grad.spec, grad.value, grad.has_value) == ("agent.net.clip_grad_val", None, True)
+    assert grad.summary == "set `agent.net.clip_grad_val: null`"
+    assert c["adam_eps"].fix.value == 1e-8
+    assert c["action_distribution"].fix.value == "NormalTanh"
+    assert c["std_max"].fix.spec is None and c["std_max"].fix.summary == "code change"
+
+
+def test_fix_spec_comes_from_the_slm_note_before_the_rule_default():
+    slm = slm_extraction()
+    fact = slm.facts["clip_epsilon"]
+    slm.add(Fact("clip_epsilon", 0.2, fact.provenance, note="spec: agent.algorithm.clip_eps_spec.start_val_x"))
+    assert classified(slm=slm)["clip_epsilon"].fix.spec == "agent.algorithm.clip_eps_spec.start_val_x"
+    slm.add(Fact("clip_epsilon", 0.2, fact.provenance, note=None))
+    assert classified(slm=slm)["clip_epsilon"].fix.spec == "agent.algorithm.clip_eps_spec.start_val"
+
+
+def test_a_fix_value_that_cannot_be_filled_is_left_out():
+    c = classified(slm=slm_extraction(drop=("num_envs",)))
+    fix = c["transitions_per_update"].fix
+    assert fix.spec == "agent.algorithm.time_horizon"
+    assert fix.has_value is False and fix.value is None
+    assert fix.summary == "change `agent.algorithm.time_horizon`"
+
+
+def test_recommended_order_is_severity_then_low_risk_first():
+    order = [c.key for c in recommended_order(classified().values())]
+    assert order[:2] == ["unrolls_per_update", "transitions_per_update"]
+    assert order.index("max_grad_norm") < order.index("value_hidden_layers") < order.index("action_distribution")
+    assert "discount" not in order
+
+
+# -- the predicate language ------------------------------------------------------------
+
+
+def ctx(brax, slm, key="clip_epsilon", others=()):
+    def diff(k, b, s):
+        status = "match" if b == s else "differs"
+        return Difference(k, KEYS[k].topic, status, Fact(k, b), Fact(k, s), None)
+    main = diff(key, brax, slm)
+    by_key = {key: main, **{k: diff(k, b, s) for k, b, s in others}}
+    return Context(main, by_key)
+
+
+def test_predicates_decide_on_values():
+    assert compile_predicate({"ratio_at_least": 4}, "t")(ctx(983040, 61440))
+    assert not compile_predicate({"ratio_at_least": 4}, "t")(ctx(0.3, 0.2))
+    assert compile_predicate({"brax_is": None}, "t")(ctx(None, 1.0))
+    assert compile_predicate({"slm_in": ["normal", "other"]}, "t")(ctx("tanh_normal", "normal"))
+    assert compile_predicate({"not": "equal"}, "t")(ctx(1, 2))
+    assert compile_predicate({"any_of": ["equal", {"abs_diff_at_least": 0.1}]}, "t")(ctx(0.3, 0.2))
+    assert compile_predicate("length_differs", "t")(ctx([256] * 5, [256] * 3))
+    assert compile_predicate({"complement_ratio_at_least": 5}, "t")(ctx(0.995, 0.97))
+    assert compile_predicate({"key_in": ["clip_epsilon"]}, "t")(ctx(1, 2))
+    other = compile_predicate({"other": {"transitions_per_update": "brax_larger"}}, "t")
+    assert other(ctx(0.3, 0.2, others=[("transitions_per_update", 983040, 61440)]))
+    assert not other(ctx(0.3, 0.2, others=[("transitions_per_update", 61440, 983040)]))
+    assert not other(ctx(0.3, 0.2))  # the other key was not compared
+    assert compile_predicate({"brax_larger": True, "ratio_at_least": 1.5}, "t")(ctx(0.3, 0.2))
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("wat", "unknown predicate 'wat'"),
+    ("ratio_at_least", "needs an argument"),
+    ({"ratio_at_least": -1}, "needs a positive number"),
+    ({"brax_in": []}, "needs a non-empty list"),
+    ({"other": {"no_such_key": "equal"}}, "unknown canonical key 'no_such_key'"),
+    ({"equal": 3}, "takes no argument"),
+    (42, "a predicate is a name or a one-entry mapping"),
+])
+def test_malformed_predicates_are_config_errors(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        compile_predicate(raw, "here")
+
+
+# -- user overrides -----------------------------------------------------------------------
+
+
+def test_user_rules_replace_add_and_disable(tmp_path):
+    path = write_rules(tmp_path, """
+        rules:
+          - code: BD032
+            severity:
+              - when: differs
+                then: CRITICAL
+          - code: BD027
+            disabled: true
+          - code: BD013
+            keys: [obs_norm_method, obs_clip]
+          - code: XY001
+            name: std-epsilon
+            topic: observations
+            keys: [obs_norm_std_eps]
+            severity:
+              - when: {brax_is: 0.0}
+                then: IMPORTANT
+            rationale: A zero epsilon divides by a zero std.
+            fix: {default_spec: env.normalize_obs_eps, value: "{{ brax }}", text: Match it.}
+            risk: {level: low, text: None.}
+            references: [huang2022]
+    """)
+    table = load_rules(path)
+    assert table.get("BD027") is None
+    assert table.get("BD032").name == "clip-epsilon"  # fields not named are kept
+    c = classified(rules_file=path)
+    assert c["clip_epsilon"].severity == "CRITICAL"
+    assert c["kernel_init"].rule is None and c["kernel_init"].severity == "MINOR"
+    assert c["kernel_init"].because == "no rule covers this key"
+    assert c["obs_norm_std_eps"].rule == "XY001" and c["obs_norm_std_eps"].severity == "IMPORTANT"
+    assert c["obs_norm_std_eps"].fix.summary == "set `env.normalize_obs_eps: 0.0`"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("rules: [", "invalid YAML at line"),
+    ("rules: {a: 1}", "`rules` must be a list"),
+    ("rules:\n  - code: BD001\n    severity: [{when: differs, then: FATAL}]\n", "severity 'FATAL' is not one of"),
+    ("rules:\n  - code: BD001\n    keys: [nope]\n", "unknown canonical key 'nope'"),
+    ("rules:\n  - code: BD001\n    colour: red\n", "unknown field(s) colour"),
+    ("rules:\n  - code: BD001\n    keys: [clip_epsilon]\n", "belongs to topic 'clip_epsilon', not 'batch'"),
+    ("rules:\n  - code: BD001\n    keys: [num_envs]\n", "'num_envs' is covered by both BD001 and BD003"),
+    ("rules:\n  - code: BD999\n    disabled: true\n", "cannot disable an unknown rule"),
+    ("rules:\n  - code: bad\n", "must look like BD001"),
+    ("rules:\n  - code: BD001\n    references: [nobody2000]\n", "unknown reference 'nobody2000'"),
+    ("rules:\n  - code: BD001\n    risk: {level: extreme, text: x}\n", "`risk` must be"),
+    ("rules:\n  - code: BD001\n    fix: {text: '{{ brax '}\n", "bad template"),
+])
+def test_invalid_rule_files_are_one_line_config_errors(tmp_path, text, message):
+    path = write_rules(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_rules(path)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_missing_rules_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_rules(tmp_path / "nope.yaml")
+
+
+def test_fix_templates_run_in_the_sandbox(tmp_path):
+    path = write_rules(tmp_path, """
+        rules:
+          - code: BD032
+            fix:
+              default_spec: agent.algorithm.clip_eps_spec.start_val
+              value: "{{ brax.__class__.__mro__[1].__subclasses__() }}"
+              text: nothing
+    """)
+    fix = classified(rules_file=path)["clip_epsilon"].fix
+    assert fix.has_value is False and fix.value is None
