@@ -30,9 +30,11 @@ PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 # thousand. A small file whose aliases nest (a "billion laughs" bomb) stops here.
 MAX_EXPANDED_NODES = 200_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-# Placeholders that name the run's environment, not a setting: SLM-Lab requires them,
-# but no PPO setting depends on them, so an unset one is reported, not fatal.
-SCOPE_PLACEHOLDERS = {("env", "name")}
+# Placeholders that name the run's environment or its length, not a setting: SLM-Lab
+# requires them to run, but no canonical setting depends on them (the linear LR decay
+# reaches min_factor at the end of training whatever its length), so an unset one is
+# reported, not fatal. Any other unset placeholder is an error.
+SCOPE_PLACEHOLDERS = {("env", "name"), ("env", "max_frame"), ("agent", "net", "lr_scheduler_spec", "frame")}
 
 Path = tuple[str, ...]
 

@@ -73,8 +73,11 @@ def test_placeholder_is_substituted_as_a_number():
 
 
 def test_unsubstituted_placeholder_names_the_variable():
-    with pytest.raises(SpecError, match=r"\$\{max_frame\}.*--set max_frame=VALUE"):
-        SpecFile(fx.SPEC, fx.SPEC_PATH, {}).resolve("ppo_fx")
+    run_length_only = SpecFile(fx.SPEC, fx.SPEC_PATH, {}).resolve("ppo_fx")
+    assert sorted(var for _, var in run_length_only.unset) == ["env", "max_frame", "max_frame"]
+    setting = fx.SPEC.replace("lam: 0.9\n", 'lam: "${lam}"\n')
+    with pytest.raises(SpecError, match=r"\$\{lam\}.*--set lam=VALUE"):
+        SpecFile(setting, fx.SPEC_PATH, {}).resolve("ppo_fx")
 
 
 @pytest.mark.parametrize("text, message", [
@@ -346,11 +349,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(slm_repo, capsys, tmp_path, monkey
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
 
 
-def test_cli_missing_placeholder_exit_2(slm_repo, capsys, tmp_path, monkeypatch):
+def test_cli_missing_placeholder_exit_2(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path, shas = slm_repo
-    code, _, err = run_cli(["--repo", str(path), "--ref", shas[0]], capsys)
-    assert code == 2 and "--set max_frame=VALUE" in err and err.count("\n") == 1
+    files = {**fx.repo_files(), fx.SPEC_PATH: fx.SPEC.replace("lam: 0.9\n", 'lam: "${lam}"\n')}
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [files])
+    code, _, err = run_cli(["--repo", str(path)], capsys)
+    assert code == 2 and "--set lam=VALUE" in err and err.count("\n") == 1
 
 
 def test_cli_user_mapping_flag(slm_repo, capsys, tmp_path, monkeypatch):
