@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerates the committed reports in reports/ (never edit them by hand).
+#   reports/phase5-seed/: the refs the hand-written Phase 5 comparison describes.
+#   reports/upstream/:    today's upstream (Brax and Playground main, SLM-Lab master), with a
+#                         "changes since" section against the seed-era report.
+# Repositories default to the upstream URLs (cloned once into the cache); point them at
+# local clones with BRAX_REPO, PLAYGROUND_REPO and SLM_REPO.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+brax_repo=${BRAX_REPO:-https://github.com/google/brax}
+playground_repo=${PLAYGROUND_REPO:-https://github.com/google-deepmind/mujoco_playground}
+slm_repo=${SLM_REPO:-https://github.com/kengz/SLM-Lab}
+repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
+
+for family in dm_control locomotion manipulation; do
+  python -m brax_diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
+    --family "$family" --output "reports/phase5-seed/$family.md"
+  python -m brax_diff report "${repos[@]}" --brax main --playground main --slm master \
+    --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json"
+done
