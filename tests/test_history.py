@@ -1,0 +1,300 @@
+"""History engine: commits that change a fact value, skip logic, on-disk cache, CLI wiring."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import toyextractor
+from brax_diff.cli import main
+from brax_diff.errors import BraxDiffError, SourceError
+from brax_diff.factcache import FactCache, cache_root
+from brax_diff.history import (HistoryEngine, Recipe, render_json, render_markdown, History, parse_range,
+                               same_value, fact_changes)
+from brax_diff.facts import Fact
+from brax_diff.sources import Repository
+from gitfixture import _git, add_commit, make_repo
+
+TRAIN_V0 = """
+def train(
+    learning_rate=3e-4,
+    num_envs=256,
+):
+    pass
+"""
+# Same values, lines moved and reformatted: must not be listed.
+TRAIN_MOVED = """
+# Training entry point.
+
+def train(
+    num_envs = 256,   # envs
+    learning_rate = 0.0003,
+):
+    pass
+"""
+TRAIN_LR = TRAIN_MOVED.replace("0.0003", "1e-3")
+TRAIN_ENTROPY = TRAIN_LR.replace("):", "    entropy_coef=0.01,\n):")
+TRAIN_NO_ENVS = TRAIN_ENTROPY.replace("    num_envs = 256,   # envs\n", "")
+
+PARAMS = """
+def params(env_name):
+  p = {}
+  if env_name == "Cartpole":
+    p["num_envs"] = 1024
+  return p
+"""
+
+
+def toy_recipe(env=None, version="1"):
+    return Recipe("toy", version, {"env": env}, ("brax", "playground"),
+                  lambda snaps: toyextractor.extract(snaps, env))
+
+
+@pytest.fixture()
+def repos(tmp_path):
+    brax = make_repo(tmp_path / "brax", [
+        {"train.py": TRAIN_V0, "README.md": "brax\n"},
+        {"README.md": "brax, better docs\n"},
+        {"train.py": TRAIN_MOVED},
+        {"train.py": TRAIN_LR},
+        {"other.py": "x = 1\n"},
+        {"train.py": TRAIN_ENTROPY},
+        {"train.py": TRAIN_NO_ENVS},
+    ], messages=["root", "docs", "reformat train", "raise lr", "unrelated", "add entropy", "drop num_envs"],
+        origin="https://github.com/toy/brax.git")
+    playground = make_repo(tmp_path / "playground", [
+        {"params.py": PARAMS, "envs/Other.py": "\n"},
+        {"envs/Cartpole.py": "\n"},
+        {"params.py": PARAMS.replace("1024", "2048")},
+    ], messages=["root", "register Cartpole", "more envs"], origin="https://github.com/toy/playground.git")
+    return {"brax": (Repository(tmp_path / "brax", "brax"), brax),
+            "playground": (Repository(tmp_path / "playground", "playground"), playground)}
+
+
+def engine_for(repos, cache=None):
+    return HistoryEngine({side: repo for side, (repo, _) in repos.items()}, cache)
+
+
+def summary(walk):
+    """(subject, [(key, kind, old value, new value)]) per listed commit."""
+    return [(commit.subject, [(c.key, c.kind, c.old and c.old.value, c.new and c.new.value)
+                              for e in entries for c in e.changes])
+            for commit, entries in walk.grouped()]
+
+
+def test_range_lists_value_changes_only(repos):
+    engine = engine_for(repos)
+    shas = repos["brax"][1]
+    walk = engine.walk([toy_recipe()], "brax", f"{shas[0]}..main", {"playground": "main"})
+    assert summary(walk) == [
+        ("raise lr", [("learning_rate", "changed", 3e-4, 1e-3)]),
+        ("add entropy", [("entropy_coef", "appeared", None, 0.01)]),
+        ("drop num_envs", [("num_envs", "disappeared", 256, None)]),
+    ]
+    assert walk.commits == 6  # commits after the baseline
+    assert walk.touching == 4  # reformat, lr, entropy, drop: docs/unrelated never considered
+    assert walk.extractions == 4
+    assert engine.parsed == 5  # baseline + the four touching commits
+
+
+def test_links_point_at_the_changing_commit_and_line(repos):
+    shas = repos["brax"][1]
+    walk = engine_for(repos).walk([toy_recipe()], "brax", f"{shas[0]}..main", {"playground": "main"})
+    change = walk.entries[0].changes[0]
+    assert change.old.provenance[0].url == f"https://github.com/toy/brax/blob/{shas[2]}/train.py#L5"
+    assert change.new.provenance[0].url == f"https://github.com/toy/brax/blob/{shas[3]}/train.py#L5"
+    assert walk.entries[0].commit.url == f"https://github.com/toy/brax/commit/{shas[3]}"
+
+
+def test_bare_ref_walks_whole_history_from_the_root(repos):
+    walk = engine_for(repos).walk([toy_recipe()], "brax", "main", {"playground": "main"})
+    assert walk.start is None and walk.commits == 7
+    assert summary(walk)[0] == ("root", [("learning_rate", "appeared", None, 3e-4),
+                                         ("num_envs", "appeared", None, 256)])
+    assert [s for s, _ in summary(walk)] == ["root", "raise lr", "add entropy", "drop num_envs"]
+
+
+def test_other_side_held_at_its_ref_and_env_registration_is_a_change(repos):
+    brax_shas = repos["brax"][1]
+    walk = engine_for(repos).walk([toy_recipe(env="Cartpole")], "playground", "main",
+                                  {"brax": brax_shas[0]})
+    assert walk.held["brax"].commit == brax_shas[0]
+    assert summary(walk) == [
+        ("register Cartpole", [("learning_rate", "appeared", None, 3e-4), ("num_envs", "appeared", None, 1024)]),
+        ("more envs", [("num_envs", "changed", 1024, 2048)]),
+    ]
+    # The listing of envs/ is part of the read set, so adding envs/Cartpole.py was a candidate.
+    assert walk.entries[0].note == "extraction succeeds from here (before: environment 'Cartpole' is not registered)"
+
+
+def test_read_set_is_rederived_when_a_file_starts_being_read(tmp_path):
+    shas = make_repo(tmp_path / "b", [
+        {"train.py": TRAIN_V0, "extra.py": "def train(\n    clip_epsilon=0.2,\n):\n"},
+        {"extra.py": "def train(\n    clip_epsilon=0.25,\n):\n"},  # not read yet: no change
+        {"train.py": "# include: extra.py\n" + TRAIN_V0},
+        {"extra.py": "def train(\n    clip_epsilon=0.3,\n):\n"},  # read now
+    ], messages=["root", "extra before", "include extra", "extra after"])
+    repo = Repository(tmp_path / "b", "brax")
+    engine = HistoryEngine({"brax": repo})
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    walk = engine.walk([recipe], "brax", f"{shas[0]}..main", {})
+    assert summary(walk) == [("include extra", [("clip_epsilon", "appeared", None, 0.25)]),
+                             ("extra after", [("clip_epsilon", "changed", 0.25, 0.3)])]
+
+
+def test_missing_file_that_appears_later_is_found(tmp_path):
+    make_repo(tmp_path / "b", [{"README.md": "x\n"}, {"README.md": "y\n"}, {"train.py": TRAIN_V0}],
+              messages=["root", "docs", "add trainer"])
+    engine = HistoryEngine({"brax": Repository(tmp_path / "b", "brax")})
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    walk = engine.walk([recipe], "brax", "main", {})
+    assert [s for s, _ in summary(walk)] == ["add trainer"]
+    assert walk.entries[0].note.startswith("extraction succeeds from here (before: brax: train.py not found")
+    assert engine.parsed == 2  # the root (fails) and "add trainer"; "docs" is never extracted
+
+
+def test_merge_bringing_a_change_is_listed_on_the_first_parent_line(tmp_path):
+    path = tmp_path / "b"
+    make_repo(path, [{"train.py": TRAIN_V0}], messages=["root"])
+    _git(path, "checkout", "-q", "-b", "side")
+    add_commit(path, {"train.py": TRAIN_LR}, message="side: raise lr", index=1)
+    _git(path, "checkout", "-q", "main")
+    add_commit(path, {"README.md": "x\n"}, message="main: docs", index=2)
+    _git(path, "merge", "-q", "--no-ff", "side", "-m", "Merge side")
+    engine = HistoryEngine({"brax": Repository(path, "brax")})
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    walk = engine.walk([recipe], "brax", "main~1..main", {})
+    assert summary(walk) == [("Merge side", [("learning_rate", "changed", 3e-4, 1e-3)])]
+
+
+def test_cache_makes_rerun_parse_nothing_and_output_identical(repos, tmp_path):
+    shas = repos["brax"][1]
+    cold = engine_for(repos, FactCache(tmp_path / "cache"))
+    first = History([cold.walk([toy_recipe()], "brax", "main", {"playground": "main"})])
+    warm_cache = FactCache(tmp_path / "cache")
+    warm = engine_for(repos, warm_cache)
+    second = History([warm.walk([toy_recipe()], "brax", "main", {"playground": "main"})])
+    assert cold.parsed == 5 and warm.parsed == 0
+    assert warm_cache.hits == 5 and warm_cache.misses == 0
+    assert render_markdown(first) == render_markdown(second)
+    assert render_json(first) == render_json(second)
+    assert f"/blob/{shas[3]}/train.py#L5" in render_markdown(second)
+    # A new extractor version must not reuse old results.
+    bumped = engine_for(repos, FactCache(tmp_path / "cache"))
+    bumped.walk([toy_recipe(version="2")], "brax", "main", {"playground": "main"})
+    assert bumped.parsed == 5
+
+
+def test_cache_hit_from_another_commit_is_relinked_to_the_current_commit(tmp_path):
+    shas = make_repo(tmp_path / "b", [{"train.py": TRAIN_V0}, {"train.py": TRAIN_LR}, {"train.py": TRAIN_V0}],
+                     messages=["root", "raise lr", "revert"], origin="https://github.com/toy/brax")
+    engine = HistoryEngine({"brax": Repository(tmp_path / "b", "brax")}, FactCache(tmp_path / "cache"))
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    walk = engine.walk([recipe], "brax", "main", {})
+    assert engine.parsed == 2 and engine.cache.hits == 1  # "revert" reads root's blob: a cache hit
+    revert = walk.entries[-1]
+    assert revert.commit.subject == "revert"
+    assert revert.changes[0].new.provenance[0].url == f"https://github.com/toy/brax/blob/{shas[2]}/train.py#L2"
+
+
+def test_corrupt_cache_entries_are_misses(repos, tmp_path):
+    engine_for(repos, FactCache(tmp_path / "cache")).walk([toy_recipe()], "brax", "main", {"playground": "main"})
+    entries = [p for p in (tmp_path / "cache").rglob("*.json") if p.name != "pathsets.json"]
+    assert len(entries) == 5
+    for path in entries:
+        path.write_text("{not json")
+    again = engine_for(repos, FactCache(tmp_path / "cache"))
+    walk = again.walk([toy_recipe()], "brax", "main", {"playground": "main"})
+    assert again.parsed == 5 and len(walk.grouped()) == 4
+
+
+def test_cache_location_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("BRAX_DIFF_CACHE_DIR", str(tmp_path / "env"))
+    assert cache_root("/explicit") == cache_root("/explicit").__class__("/explicit")
+    assert cache_root(None) == tmp_path / "env"
+    monkeypatch.delenv("BRAX_DIFF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root(None) == tmp_path / "xdg" / "brax-diff"
+
+
+def test_output_is_deterministic_and_json_is_complete(repos):
+    shas = repos["brax"][1]
+    runs = [History([engine_for(repos).walk([toy_recipe()], "brax", f"{shas[0]}..main", {"playground": "main"})])
+            for _ in range(2)]
+    assert render_markdown(runs[0]) == render_markdown(runs[1])
+    data = json.loads(render_json(runs[0]))
+    walk = data["walks"][0]
+    assert walk["stats"] == {"commits": 6, "touching_reads": 4, "extractions": 4}
+    assert [c["subject"] for c in walk["commits"]] == ["raise lr", "add entropy", "drop num_envs"]
+    assert walk["commits"][0]["scopes"][0]["changes"][0]["old"]["value"] == 3e-4
+    assert walk["held"]["playground"]["commit"] == repos["playground"][1][-1]
+
+
+def test_value_comparison():
+    assert same_value(1, 1.0) and not same_value(True, 1) and not same_value([1, 2], [1])
+    assert same_value(["a", 2], ["a", 2.0]) and not same_value("1", 1)
+    old = {"a": Fact("a", 1), "b": Fact("b", True)}
+    new = {"a": Fact("a", 1.0), "b": Fact("b", 1), "c": Fact("c", None)}
+    assert [(c.key, c.kind) for c in fact_changes(old, new)] == [("b", "changed"), ("c", "appeared")]
+
+
+def test_bad_ranges_and_refs(repos):
+    assert parse_range("v1..main") == ("v1", "main") and parse_range("main") == (None, "main")
+    for text in ("a...b", "..main", "v1..", ""):
+        with pytest.raises(BraxDiffError):
+            parse_range(text)
+    with pytest.raises(SourceError, match="cannot resolve ref 'nope'"):
+        engine_for(repos).walk([toy_recipe()], "brax", "nope..main", {"playground": "main"})
+
+
+# -- CLI wiring (the contract's BraxExtractor replaced by the toy one) -------------------------
+
+
+def run_cli(capsys, args):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "extractors.brax", toyextractor.brax_module())
+    monkeypatch.chdir(tmp_path)
+    flags = ["--brax-repo", str(tmp_path / "brax"), "--playground-repo", str(tmp_path / "playground"),
+             "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, ["history", "--playground", "main", "--env", "Cartpole", *flags])
+    assert code == 0, err
+    assert "### 2025-01-02 [`" in out and "register Cartpole" in out
+    assert "- `num_envs`: `1024` → `2048`" in out
+    assert "history: 3 extractions parsed; cache 0 hits, 3 misses" in err
+    code, out_json, err = run_cli(capsys, ["history", "--playground", "main", "--env", "Cartpole",
+                                           "--format", "json", *flags])
+    assert code == 0 and "cache 3 hits, 0 misses" in err
+    walk = json.loads(out_json)["walks"][0]
+    assert walk["scopes"] == [{"env": "Cartpole", "family": None}]
+    assert [c["subject"] for c in walk["commits"]] == ["register Cartpole", "more envs"]
+
+
+def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "extractors.brax", toyextractor.brax_module())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, ["history"])
+    assert code == 2 and err.startswith("error: give a range to walk")
+    code, out, err = run_cli(capsys, ["history", "--brax", "main", "--env", "A", "--family", "b"])
+    assert code == 2 and err == "error: give at most one of --family, --env, --variant\n"
+    code, out, err = run_cli(capsys, ["history", "--brax", "main", "--format", "xml"])
+    assert code == 2 and "--format must be one of md, json" in err
+    code, out, err = run_cli(capsys, ["history", "--brax", "x...y", "--brax-repo", str(tmp_path / "brax"),
+                                      "--playground-repo", str(tmp_path / "playground"),
+                                      "--cache-dir", str(tmp_path / "c")])
+    assert code == 2 and "symmetric" in err and "Traceback" not in err
+
+
+def test_cli_missing_extractor_is_a_clear_error(repos, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "extractors.slm", None)  # import fails as if not built
+    monkeypatch.chdir(tmp_path)
+    make_repo(tmp_path / "slm", [{"x.yaml": "a: 1\n"}])
+    code, out, err = run_cli(capsys, ["history", "--slm", "main", "--variant", "v", "--slm-repo",
+                                      str(tmp_path / "slm"), "--cache-dir", str(tmp_path / "c")])
+    assert code == 2 and err == "error: extractors.slm.SlmExtractor is not available in this installation\n"
