@@ -2,20 +2,117 @@
 
 from __future__ import annotations
 
+import ast
+import re
+import types
+
 import json
 import sys
 
 import pytest
 
-import toyextractor
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError, SourceError
 from brax_diff.factcache import FactCache, cache_root
 from brax_diff.history import (HistoryEngine, Recipe, render_json, render_markdown, History, parse_range,
                                same_value, fact_changes)
-from brax_diff.facts import Fact
+from brax_diff.facts import Extraction, Fact
 from brax_diff.sources import Repository
 from gitfixture import _git, add_commit, make_repo
+
+# -- A toy extractor shaped like the real ones ---------------------------------------------
+# Brax side: ``train.py`` holds ``def train(key=value, ...)`` defaults, one per line; a
+# ``# include: other.py`` line makes it read another file too (so the read set can move).
+# Playground side: ``envs/`` lists registered environments (one ``<Name>.py`` each) and
+# ``params.py`` holds ``if env_name == "X":`` blocks of ``p["key"] = value`` overrides.
+DEFAULT = re.compile(r"^\s+(\w+)\s*=\s*(.+?),?\s*(#.*)?$")
+INCLUDE = re.compile(r"^#\s*include:\s*(\S+)")
+BRANCH = re.compile(r"""^\s*(?:el)?if env_name == ["'](\w+)["']:""")
+OVERRIDE = re.compile(r"""^\s+p\[["'](\w+)["']\]\s*=\s*(.+?)\s*$""")
+
+
+def _defaults(snapshot, path, extraction):
+    text = snapshot.read(path)
+    inside = False
+    for number, line in enumerate(text.splitlines(), 1):
+        include = INCLUDE.match(line)
+        if include:
+            _defaults(snapshot, include.group(1), extraction)
+            continue
+        if line.startswith("def train("):
+            inside = True
+            continue
+        if inside and line.startswith(")"):
+            inside = False
+        match = DEFAULT.match(line) if inside else None
+        if match:
+            extraction.add(Fact(match.group(1), ast.literal_eval(match.group(2)),
+                                (snapshot.where(path, number),)))
+
+
+def _overrides(snapshot, env, extraction):
+    if not snapshot.exists("params.py"):
+        return
+    current = None
+    for number, line in enumerate(snapshot.read("params.py").splitlines(), 1):
+        branch = BRANCH.match(line)
+        if branch:
+            current = branch.group(1)
+            continue
+        match = OVERRIDE.match(line)
+        if match and current == env:
+            extraction.add(Fact(match.group(1), ast.literal_eval(match.group(2)),
+                                (snapshot.where("params.py", number),)))
+
+
+def environments(playground):
+    return [name[:-3] for name in playground.listdir("envs") if name.endswith(".py")]
+
+
+def toy_extract(snaps, env=None):
+    """Defaults from brax, then (for an env) the playground overrides."""
+    brax, playground = snaps["brax"], snaps.get("playground")
+    sources = {name: snap.info() for name, snap in snaps.items()}
+    extraction = Extraction("brax", sources, {"family": None, "env": env})
+    _defaults(brax, "train.py", extraction)
+    if env is not None:
+        if env not in environments(playground):
+            raise BraxDiffError(f"environment {env!r} is not registered")
+        _overrides(playground, env, extraction)
+    return extraction
+
+
+class ToyBraxExtractor:
+    """The contract's BraxExtractor, with the toy parsers (for CLI wiring tests)."""
+
+    def __init__(self, brax, playground):
+        self.snaps = {"brax": brax, "playground": playground}
+
+    def families(self):
+        return ["toy"]
+
+    def environments(self, family):
+        return sorted(environments(self.snaps["playground"]))
+
+    def family_of(self, env):
+        return "toy"
+
+    def defaults(self):
+        return toy_extract({"brax": self.snaps["brax"]})
+
+    def family(self, family):
+        return toy_extract(self.snaps)
+
+    def env(self, env):
+        return toy_extract(self.snaps, env)
+
+
+def toy_brax_module() -> types.ModuleType:
+    module = types.ModuleType("extractors.brax")
+    module.BraxExtractor = ToyBraxExtractor
+    module.FAMILIES = ("toy",)
+    return module
+
 
 TRAIN_V0 = """
 def train(
@@ -49,7 +146,7 @@ def params(env_name):
 
 def toy_recipe(env=None, version="1"):
     return Recipe("toy", version, {"env": env}, ("brax", "playground"),
-                  lambda snaps: toyextractor.extract(snaps, env))
+                  lambda snaps: toy_extract(snaps, env))
 
 
 @pytest.fixture()
@@ -138,7 +235,7 @@ def test_read_set_is_rederived_when_a_file_starts_being_read(tmp_path):
     ], messages=["root", "extra before", "include extra", "extra after"])
     repo = Repository(tmp_path / "b", "brax")
     engine = HistoryEngine({"brax": repo})
-    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toy_extract(snaps))
     walk = engine.walk([recipe], "brax", f"{shas[0]}..main", {})
     assert summary(walk) == [("include extra", [("clip_epsilon", "appeared", None, 0.25)]),
                              ("extra after", [("clip_epsilon", "changed", 0.25, 0.3)])]
@@ -148,7 +245,7 @@ def test_missing_file_that_appears_later_is_found(tmp_path):
     make_repo(tmp_path / "b", [{"README.md": "x\n"}, {"README.md": "y\n"}, {"train.py": TRAIN_V0}],
               messages=["root", "docs", "add trainer"])
     engine = HistoryEngine({"brax": Repository(tmp_path / "b", "brax")})
-    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toy_extract(snaps))
     walk = engine.walk([recipe], "brax", "main", {})
     assert [s for s, _ in summary(walk)] == ["add trainer"]
     assert walk.entries[0].note.startswith("extraction succeeds from here (before: brax: train.py not found")
@@ -164,7 +261,7 @@ def test_merge_bringing_a_change_is_listed_on_the_first_parent_line(tmp_path):
     add_commit(path, {"README.md": "x\n"}, message="main: docs", index=2)
     _git(path, "merge", "-q", "--no-ff", "side", "-m", "Merge side")
     engine = HistoryEngine({"brax": Repository(path, "brax")})
-    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toy_extract(snaps))
     walk = engine.walk([recipe], "brax", "main~1..main", {})
     assert summary(walk) == [("Merge side", [("learning_rate", "changed", 3e-4, 1e-3)])]
 
@@ -191,7 +288,7 @@ def test_cache_hit_from_another_commit_is_relinked_to_the_current_commit(tmp_pat
     shas = make_repo(tmp_path / "b", [{"train.py": TRAIN_V0}, {"train.py": TRAIN_LR}, {"train.py": TRAIN_V0}],
                      messages=["root", "raise lr", "revert"], origin="https://github.com/toy/brax")
     engine = HistoryEngine({"brax": Repository(tmp_path / "b", "brax")}, FactCache(tmp_path / "cache"))
-    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toyextractor.extract(snaps))
+    recipe = Recipe("toy", "1", {}, ("brax",), lambda snaps: toy_extract(snaps))
     walk = engine.walk([recipe], "brax", "main", {})
     assert engine.parsed == 2 and engine.cache.hits == 1  # "revert" reads root's blob: a cache hit
     revert = walk.entries[-1]
@@ -259,7 +356,7 @@ def run_cli(capsys, args):
 
 
 def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.brax", toyextractor.brax_module())
+    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     flags = ["--brax-repo", str(tmp_path / "brax"), "--playground-repo", str(tmp_path / "playground"),
              "--cache-dir", str(tmp_path / "c")]
@@ -277,7 +374,7 @@ def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys)
 
 
 def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.brax", toyextractor.brax_module())
+    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, ["history"])
     assert code == 2 and err.startswith("error: give a range to walk")
