@@ -1,0 +1,303 @@
+"""The GitHub Actions workflow and the pre-commit hook: their YAML, and the commands they run.
+
+The commands are parsed out of the YAML and run (through a `brax-diff` shim on PATH) in a
+fixture SLM-Lab checkout whose brax-diff.toml points at fixture Brax / Playground repos.
+Where a subcommand or extractor they need is not in this checkout, those tests skip and
+say what is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitfixture import add_commit, make_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "brax-diff.yml"
+HOOKS = ROOT / ".pre-commit-hooks.yaml"
+
+
+def workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def triggers(data: dict) -> dict:
+    return data.get("on", data.get(True))  # YAML 1.1 reads a bare `on:` key as True
+
+
+def steps() -> list[dict]:
+    return workflow()["jobs"]["report"]["steps"]
+
+
+def step(name: str) -> dict:
+    found = [s for s in steps() if s.get("name") == name]
+    assert len(found) == 1, f"no single step named {name!r}"
+    return found[0]
+
+
+def defaults_env() -> dict[str, str]:
+    """The job's env with each `${{ inputs.x || 'd' }}` expression at its default d."""
+    out = {}
+    for key, value in workflow()["jobs"]["report"]["env"].items():
+        fallback = re.fullmatch(r"\$\{\{\s*inputs\.[\w-]+\s*\|\|\s*'([^']*)'\s*\}\}", str(value))
+        if fallback:
+            out[key] = fallback.group(1)
+        elif "${{" not in str(value):
+            out[key] = str(value)
+    return out
+
+
+def brax_diff_commands(run: str) -> list[list[str]]:
+    """`brax-diff ...` lines of a run script, split as the shell would (env vars kept)."""
+    return [shlex.split(line) for line in run.splitlines() if line.strip().startswith("brax-diff ")]
+
+
+# -- the workflow's shape ---------------------------------------------------------------------------
+
+
+def test_workflow_triggers_schedule_and_dispatch_with_inputs():
+    on = triggers(workflow())
+    assert set(on) == {"schedule", "workflow_dispatch"}
+    assert re.fullmatch(r"[\d*/,-]+( [\d*/,-]+){4}", on["schedule"][0]["cron"])
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["open-pr"] == {"description": inputs["open-pr"]["description"], "default": False, "type": "boolean"}
+    assert inputs["brax-ref"]["default"] == "main" and inputs["playground-ref"]["default"] == "main"
+    assert defaults_env()["BRAX_REF"] == "main" and defaults_env()["PLAYGROUND_REF"] == "main"
+
+
+def test_workflow_steps_check_upload_pr_and_fail():
+    uses = [s.get("uses", "").split("@")[0] for s in steps()]
+    assert uses[:3] == ["actions/checkout", "actions/setup-python", "actions/cache"]
+    assert steps()[0]["with"]["fetch-depth"] == 0
+    install = step("Install brax-diff")["run"]
+    assert install.startswith("python -m pip install") and "$BRAX_DIFF_PACKAGE" in install
+    check = step("Check the reports against upstream")
+    assert check["id"] == "check" and check["continue-on-error"] is True
+    assert brax_diff_commands(check["run"]) == [
+        ["brax-diff", "report", "--brax", "$BRAX_REF", "--playground", "$PLAYGROUND_REF", "--slm", "HEAD", "--check"]]
+    regenerate = brax_diff_commands(step("Regenerate the reports")["run"])
+    assert regenerate == [["brax-diff", "report", "--brax", "$BRAX_REF", "--playground", "$PLAYGROUND_REF",
+                           "--slm", "HEAD"]]
+    upload = step("Upload the reports")
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
+    assert upload["with"]["path"] == "reports/"
+    pr = step("Open a pull request with the regenerated reports")
+    assert pr["uses"].startswith("peter-evans/create-pull-request@")
+    assert "inputs.open-pr" in pr["if"] and pr["with"]["add-paths"] == "reports/"
+    fail = step("Fail when a classification changed")
+    assert fail["if"] == "steps.check.outcome == 'failure'" and "exit 1" in fail["run"]
+    assert [s.get("name") for s in steps()][-1] == "Fail when a classification changed"
+    assert workflow()["permissions"] == {"contents": "write", "pull-requests": "write"}
+
+
+def test_workflow_cache_path_is_where_brax_diff_caches():
+    env = workflow()["jobs"]["report"]["env"]
+    assert env["BRAX_DIFF_CACHE_DIR"].endswith("/.brax-diff-cache")
+    assert steps()[2]["with"]["path"] == ".brax-diff-cache"
+
+
+# -- the pre-commit hook -----------------------------------------------------------------------------
+
+
+def hook() -> dict:
+    hooks = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    assert [h["id"] for h in hooks] == ["brax-diff-check"]
+    return hooks[0]
+
+
+def test_hook_definition():
+    data = hook()
+    assert data["entry"] == "brax-diff report --check"
+    assert data["language"] == "python" and data["pass_filenames"] is False
+    # `report --slm HEAD` reads committed blobs, so the hook runs where HEAD is what matters.
+    assert data["stages"] == ["pre-push", "manual"]
+    # language: python installs this repository: its console script must be `brax-diff`.
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["brax-diff"] == "brax_diff.cli:main"
+
+
+@pytest.mark.parametrize("path,runs", [
+    ("slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml", True),
+    ("slm_lab/spec/experimental/ppo/x.yml", True),
+    ("slm_lab/spec/a.json", True),
+    ("brax-diff.toml", True),
+    ("slm_lab/agent/algorithm/ppo.py", False),
+    ("docs/slm_lab/spec/a.yaml", False),
+    ("reports/brax_vs_slm.md", False),
+])
+def test_hook_runs_only_when_spec_paths_change(path, runs):
+    assert bool(re.search(hook()["files"], path)) is runs
+
+
+# -- running the commands against fixture repositories ------------------------------------------------
+
+
+def missing_for_report() -> str | None:
+    """What this checkout lacks to run `brax-diff report`, or None."""
+    import typer.main
+
+    from brax_diff.cli import app
+
+    missing = []
+    if "report" not in typer.main.get_command(app).commands:
+        missing.append("the `report` command (brax_diff/cli/report.py registers none)")
+    for module in ("extractors.brax", "extractors.slm", "brax_diff.compare", "brax_diff.rules"):
+        if importlib.util.find_spec(module) is None:
+            missing.append(module)
+    return ", ".join(missing) or None
+
+
+BRAX_TRAIN = """
+def train(
+    environment,
+    num_timesteps: int,
+    episode_length: int = 1000,
+    action_repeat: int = 1,
+    num_envs: int = 1,
+    learning_rate: float = 1e-4,
+    entropy_cost: float = 1e-4,
+    discounting: float = 0.9,
+    unroll_length: int = 10,
+    batch_size: int = 32,
+    num_minibatches: int = 16,
+    num_updates_per_batch: int = 2,
+    normalize_observations: bool = False,
+    reward_scaling: float = 1.0,
+    clipping_epsilon: float = 0.3,
+    gae_lambda: float = 0.95,
+    max_grad_norm=None,
+    normalize_advantage: bool = True,
+):
+  pass
+"""
+BRAX_NETWORKS = """
+def make_ppo_networks(
+    observation_size,
+    action_size,
+    policy_hidden_layer_sizes=(32,) * 4,
+    value_hidden_layer_sizes=(256,) * 5,
+):
+  pass
+"""
+PLAYGROUND_PARAMS = """
+from ml_collections import config_dict
+
+
+def brax_ppo_config(env_name, impl=None):
+  rl_config = config_dict.create(
+      num_timesteps=60_000_000,
+      reward_scaling=10.0,
+      unroll_length=30,
+      num_minibatches=32,
+      num_updates_per_batch=16,
+      discounting=0.995,
+      learning_rate=1e-3,
+      entropy_cost=1e-2,
+      num_envs=2048,
+      batch_size=1024,
+  )
+  if env_name == "CartpoleBalance":
+    rl_config.discounting = 0.99
+  return rl_config
+"""
+PLAYGROUND_REGISTRY = """
+_envs = {
+    "CartpoleBalance": cartpole.Balance,
+}
+"""
+SLM_SPEC = """
+_shared: &shared
+  agent:
+    algorithm:
+      gamma: 0.995
+      lam: 0.95
+      time_horizon: 30
+      training_epoch: 16
+      clip_eps: 0.2
+    net:
+      optim_spec: {name: Adam, lr: 0.001}
+ppo_playground:
+  <<: *shared
+  env:
+    num_envs: 2048
+"""
+
+
+@pytest.fixture()
+def slm_checkout(tmp_path):
+    """A fixture SLM-Lab checkout configured (brax-diff.toml) to compare with fixture upstreams."""
+    brax, playground, slm = tmp_path / "brax", tmp_path / "playground", tmp_path / "slm"
+    make_repo(brax, [{"brax/training/agents/ppo/train.py": BRAX_TRAIN,
+                      "brax/training/agents/ppo/networks.py": BRAX_NETWORKS}])
+    make_repo(playground, [{"mujoco_playground/config/dm_control_suite_params.py": PLAYGROUND_PARAMS,
+                            "mujoco_playground/_src/dm_control_suite/__init__.py": PLAYGROUND_REGISTRY}])
+    make_repo(slm, [{"slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml": SLM_SPEC,
+                     "brax-diff.toml": f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\n'
+                                       f'cache-dir = "{tmp_path / "cache"}"\n'}])
+    shim = tmp_path / "bin" / "brax-diff"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m brax_diff "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, **defaults_env(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), "BRAX_DIFF_CACHE_DIR": str(tmp_path / "cache")}
+    return {"slm": slm, "brax": brax, "env": env}
+
+
+def run_step(script: str, checkout) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=checkout["slm"], env=checkout["env"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_workflow_commands_run_against_fixture_repos(slm_checkout):
+    missing = missing_for_report()
+    if missing:
+        pytest.skip(f"cannot run the workflow's `brax-diff report` steps: this checkout lacks {missing}; "
+                    "rerun after merge")
+    regenerate = run_step(step("Regenerate the reports")["run"], slm_checkout)
+    assert regenerate.returncode == 0, regenerate.stderr
+    written = sorted(p.relative_to(slm_checkout["slm"]) for p in (slm_checkout["slm"] / "reports").rglob("*")
+                     if p.is_file())
+    assert written, "the regenerate step wrote nothing under reports/ (the artifact path)"
+    add_commit(slm_checkout["slm"], {}, message="commit regenerated reports")
+    check = run_step(step("Check the reports against upstream")["run"], slm_checkout)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # Upstream moves: Brax's default clipping epsilon now differs wildly from SLM-Lab's.
+    add_commit(slm_checkout["brax"], {"brax/training/agents/ppo/train.py":
+                                      BRAX_TRAIN.replace("clipping_epsilon: float = 0.3", "clipping_epsilon: float = 0.9")
+                                      .replace("discounting: float = 0.9,", "discounting: float = 0.5,")})
+    moved = run_step(step("Check the reports against upstream")["run"], slm_checkout)
+    assert moved.returncode != 0, "report --check passed although a Brax default changed"
+
+
+def test_hook_entry_runs_against_fixture_repos(slm_checkout):
+    missing = missing_for_report()
+    if missing:
+        pytest.skip(f"cannot run the hook's `brax-diff report --check`: this checkout lacks {missing}; rerun after merge")
+    regenerate = run_step(step("Regenerate the reports")["run"], slm_checkout)
+    assert regenerate.returncode == 0, regenerate.stderr
+    done = run_step(hook()["entry"], slm_checkout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec = slm_checkout["slm"] / "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
+    spec.write_text(SLM_SPEC.replace("clip_eps: 0.2", "clip_eps: 0.9").replace("gamma: 0.995", "gamma: 0.5"))
+    add_commit(slm_checkout["slm"], {}, message="spec change")
+    changed = run_step(hook()["entry"], slm_checkout)
+    assert changed.returncode != 0, "the hook passed although the spec changed a classification"
+
+
+def test_every_command_in_the_yaml_is_report():
+    """The YAML runs `report` only; the two checks (workflow, hook) both pass --check."""
+    commands = [c for s in steps() if "run" in s for c in brax_diff_commands(s["run"])]
+    commands.append(shlex.split(hook()["entry"]))
+    assert [c[1] for c in commands] == ["report", "report", "report"]
+    assert ["--check" in c for c in commands] == [True, False, True]
