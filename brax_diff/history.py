@@ -23,6 +23,7 @@ imported changes it) and the candidate list is re-queried when its paths changed
 from __future__ import annotations
 
 import hashlib
+import json
 import importlib
 import os
 import subprocess
@@ -467,8 +468,7 @@ class HistoryEngine:
 
 
 def _value(value: Any) -> str:
-    return "`" + dumps(value).strip().replace("\n", "").replace("  ", "") + "`" if not isinstance(value, str) \
-        else f"`{value}`"
+    return "`" + (value if isinstance(value, str) else json.dumps(value, sort_keys=True)) + "`"
 
 
 def _links(fact: Fact, label: str) -> str:
