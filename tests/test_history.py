@@ -395,3 +395,83 @@ def test_cli_missing_extractor_is_a_clear_error(repos, tmp_path, monkeypatch, ca
     code, out, err = run_cli(capsys, ["history", "--slm", "main", "--variant", "v", "--slm-repo",
                                       str(tmp_path / "slm"), "--cache-dir", str(tmp_path / "c")])
     assert code == 2 and err == "error: extractors.slm.SlmExtractor is not available in this installation\n"
+
+
+class ToySlmExtractor:
+    """The contract's SlmExtractor over a flat YAML spec: {variant: {family: F, envs: [..], key: value}}."""
+
+    def __init__(self, snapshot, spec="spec.yaml", sets=None, mapping=None):
+        self.snapshot, self.spec = snapshot, spec
+
+    def _data(self):
+        import yaml
+
+        return yaml.safe_load(self.snapshot.read(self.spec)) or {}
+
+    def variants(self):
+        return sorted(self._data())
+
+    def family_of(self, variant):
+        return self._data().get(variant, {}).get("family")
+
+    def variant_for(self, family=None, env=None):
+        for name, body in sorted(self._data().items()):
+            if env in body.get("envs", []) or (family and body.get("family") == family):
+                return name
+        raise BraxDiffError(f"no variant for {env or family}")
+
+    def variant(self, name):
+        body = self._data().get(name)
+        if body is None:
+            raise BraxDiffError(f"no variant {name!r} in {self.spec}")
+        lines = self.snapshot.read(self.spec).splitlines()
+        out = Extraction("slm", {"slm": self.snapshot.info()}, {"variant": name, "family": body.get("family"),
+                                                                 "envs": body.get("envs", [])})
+        for key, value in body.items():
+            if key not in ("family", "envs"):
+                line = next(i for i, text in enumerate(lines, 1) if text.strip().startswith(f"{key}:"))
+                out.add(Fact(key, value, (self.snapshot.where(self.spec, line),)))
+        return out
+
+
+def toy_slm_module() -> types.ModuleType:
+    module = types.ModuleType("extractors.slm")
+    module.SlmExtractor = ToySlmExtractor
+    module.DEFAULT_SPEC = "spec.yaml"
+    return module
+
+
+SPEC = """
+ppo_toy:
+  family: toy
+  envs: [Cartpole]
+  clip_epsilon: 0.2
+  learning_rate: 0.001
+"""
+
+
+def test_cli_slm_walk_maps_env_to_variant_and_variant_to_brax_family(repos, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "extractors.slm", toy_slm_module())
+    monkeypatch.chdir(tmp_path)
+    make_repo(tmp_path / "slm", [{"spec.yaml": SPEC}, {"notes.md": "x\n"},
+                                 {"spec.yaml": SPEC.replace("0.2", "0.3")}],
+              messages=["spec", "notes", "wider clip"], origin="https://github.com/toy/SLM-Lab")
+    flags = ["--slm-repo", str(tmp_path / "slm"), "--spec", "spec.yaml", "--cache-dir", str(tmp_path / "c"),
+             "--brax-repo", str(tmp_path / "brax"), "--playground-repo", str(tmp_path / "playground")]
+    code, out, err = run_cli(capsys, ["history", "--slm", "main~2..main", "--env", "Cartpole",
+                                      "--format", "json", *flags])
+    assert code == 0, err
+    walk = json.loads(out)["walks"][0]
+    assert walk["side"] == "slm" and walk["scopes"] == [{"variant": "ppo_toy"}]
+    assert walk["stats"] == {"commits": 2, "touching_reads": 1, "extractions": 1}
+    change = walk["commits"][0]["scopes"][0]["changes"][0]
+    assert (walk["commits"][0]["subject"], change["key"], change["old"]["value"], change["new"]["value"]) == \
+        ("wider clip", "clip_epsilon", 0.2, 0.3)
+    # --variant with a Brax range: the variant's family (read from the spec at --slm's ref) is walked.
+    code, out, err = run_cli(capsys, ["history", "--brax", "main", "--variant", "ppo_toy", "--format", "json",
+                                      *flags])
+    assert code == 0, err
+    brax_walk = json.loads(out)["walks"][0]
+    assert brax_walk["scopes"] == [{"env": None, "family": "toy"}]
+    assert [c["subject"] for c in brax_walk["commits"]] == ["root", "raise lr", "add entropy", "drop num_envs"]
