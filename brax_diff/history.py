@@ -25,8 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import importlib
+import importlib.util
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -35,6 +37,8 @@ from .errors import BraxDiffError, SourceError
 from .facts import Extraction, Fact, Provenance, SourceInfo, dumps
 from .factcache import CachedResult, FactCache
 from .sources import Repository, Snapshot
+
+from git.objects.fun import tree_entries_from_data
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -108,6 +112,46 @@ def object_id(commit, path: str) -> str | None:
         return None
     wanted = "tree" if is_dir else "blob"
     return obj.hexsha if obj.type == wanted else None
+
+
+_TREE_MODE = 0o040000
+
+
+class ObjectIds:
+    """``path`` -> object id at a commit, reading each git tree object once.
+
+    Consecutive commits share most subtrees, so over a walk this reads a few trees per
+    commit instead of one per path component per path (GitPython's ``tree / path``).
+    """
+
+    def __init__(self, repo: Repository) -> None:
+        self.odb = repo.git.odb
+        self.trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
+
+    def _entries(self, binsha: bytes) -> dict[str, tuple[int, bytes]]:
+        found = self.trees.get(binsha)
+        if found is None:
+            data = self.odb.stream(binsha).read()
+            found = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
+            self.trees[binsha] = found
+        return found
+
+    def __call__(self, commit, path: str) -> str | None:
+        """Same answer as :func:`object_id`."""
+        want_tree = path.endswith("/")
+        parts = [p for p in path.strip("/").split("/") if p]
+        mode, sha = _TREE_MODE, commit.tree.binsha
+        for part in parts:
+            if mode != _TREE_MODE:
+                return None
+            entry = self._entries(sha).get(part)
+            if entry is None:
+                return None
+            mode, sha = entry
+        is_tree = mode == _TREE_MODE
+        if is_tree != want_tree or (not is_tree and mode >> 12 not in (0o10, 0o12)):
+            return None  # a submodule (gitlink) is neither
+        return sha.hex()
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,6 +384,12 @@ class HistoryEngine:
         self.repos = dict(repos)
         self.cache = cache
         self.parsed = 0  # extractions actually run (cache misses), for benchmarks
+        self._ids: dict[str, ObjectIds] = {}
+
+    def ids(self, side: str) -> ObjectIds:
+        if side not in self._ids:
+            self._ids[side] = ObjectIds(self.repos[side])
+        return self._ids[side]
 
     # -- one extraction, through the cache ------------------------------------------------
     def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, TrackingSnapshot]:
@@ -349,7 +399,7 @@ class HistoryEngine:
         """The recipe's facts at ``commits`` (side -> git.Commit), from the cache when possible."""
         recipe_key = FactCache.recipe_key(recipe.name, recipe.version, recipe.scope) if self.cache else ""
         if self.cache is not None:
-            hit = self.cache.lookup(recipe_key, lambda side, paths: {p: object_id(commits[side], p) for p in paths},
+            hit = self.cache.lookup(recipe_key, lambda side, paths: {p: self.ids(side)(commits[side], p) for p in paths},
                                     preferred)
             if hit is not None:
                 return self._from_cache(hit, commits)
@@ -442,7 +492,7 @@ class HistoryEngine:
                     continue
                 touched.add(sha)
                 commit = repo.git.commit(sha)
-                current = {p: object_id(commit, p) for p in paths}
+                current = {p: self.ids(side)(commit, p) for p in paths}
                 if current == state.reads[side]:
                     continue  # e.g. a change reverted within a merge: same blobs, same facts
                 new = self.outcome(recipe, {side: commit, **others},
@@ -554,12 +604,25 @@ def _import(module: str, name: str):
         raise BraxDiffError(f"{module}.{name} is not available in this installation") from None
 
 
+def _require(module: str, name: str) -> None:
+    """Fail early when an extractor is missing, without importing it (libcst takes ~1 s to
+    import, and a fully cached walk never needs it)."""
+    if sys.modules.get(module) is not None:
+        return
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise BraxDiffError(f"{module}.{name} is not available in this installation")
+
+
 def brax_recipe(family: str | None = None, env: str | None = None) -> Recipe:
     """Brax facts (brax + playground) for a family, an environment, or train() defaults."""
-    BraxExtractor = _import("extractors.brax", "BraxExtractor")
+    _require("extractors.brax", "BraxExtractor")
 
     def extract(snaps: Mapping[str, Snapshot]) -> Extraction:
-        extractor = BraxExtractor(snaps["brax"], snaps.get("playground"))
+        extractor = _import("extractors.brax", "BraxExtractor")(snaps["brax"], snaps.get("playground"))
         if env:
             return extractor.env(env)
         return extractor.family(family) if family else extractor.defaults()
@@ -569,10 +632,10 @@ def brax_recipe(family: str | None = None, env: str | None = None) -> Recipe:
 
 def slm_recipe(variant: str, spec: str, mapping: dict | None = None) -> Recipe:
     """SLM-Lab facts for one spec variant."""
-    SlmExtractor = _import("extractors.slm", "SlmExtractor")
+    _require("extractors.slm", "SlmExtractor")
 
     def extract(snaps: Mapping[str, Snapshot]) -> Extraction:
-        return SlmExtractor(snaps["slm"], spec=spec, mapping=mapping).variant(variant)
+        return _import("extractors.slm", "SlmExtractor")(snaps["slm"], spec=spec, mapping=mapping).variant(variant)
 
     return Recipe(f"slm:{spec}", shipped_version(dumps(mapping)), {"variant": variant}, SLM_SIDES, extract)
 

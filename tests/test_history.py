@@ -475,3 +475,17 @@ def test_cli_slm_walk_maps_env_to_variant_and_variant_to_brax_family(repos, tmp_
     brax_walk = json.loads(out)["walks"][0]
     assert brax_walk["scopes"] == [{"env": None, "family": "toy"}]
     assert [c["subject"] for c in brax_walk["commits"]] == ["root", "raise lr", "add entropy", "drop num_envs"]
+
+
+def test_object_ids_reading_trees_once_agree_with_gitpython(repos):
+    from brax_diff.history import ObjectIds, object_id
+
+    repo, shas = repos["playground"]
+    ids = ObjectIds(repo)
+    paths = ["params.py", "envs/", "envs/Cartpole.py", "envs", "params.py/", "envs/Cartpole.py/x", "nope.py", "/"]
+    for sha in shas:
+        commit = repo.git.commit(sha)
+        assert {p: ids(commit, p) for p in paths} == {p: object_id(commit, p) for p in paths}
+    commit = repo.git.commit(shas[1])
+    assert ids(commit, "envs/Cartpole.py") == commit.tree["envs/Cartpole.py"].hexsha
+    assert ids(commit, "envs/") == commit.tree["envs"].hexsha and ids(commit, "envs") is None
