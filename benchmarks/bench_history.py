@@ -22,6 +22,7 @@ Only the repositories given are read; nothing upstream is imported or run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -41,7 +42,8 @@ from brax_diff.errors import BraxDiffError  # noqa: E402
 from brax_diff.facts import Extraction, Fact, Provenance  # noqa: E402
 from brax_diff.factcache import FactCache  # noqa: E402
 from brax_diff.history import HistoryEngine, Recipe, first_parent_log, fact_changes, parse_range  # noqa: E402
-from brax_diff.sources import Repository  # noqa: E402
+from brax_diff.errors import SourceError  # noqa: E402
+from brax_diff.sources import Repository, Snapshot  # noqa: E402
 from extractors.pyast import Code, PyModule  # noqa: E402
 
 TRAIN = "brax/training/agents/ppo/train.py"
@@ -55,7 +57,7 @@ FAMILY_FILES = {  # family -> (params module, registry module)
 }
 SLM_SPEC = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
 # What the naive walk checks out (sparse) per side: the directories the toy reads.
-SPARSE = {"brax": ["brax/training/agents/ppo/"], "playground": ["mujoco_playground/config/",
+SPARSE = {"brax": ["brax/training/*.py", "brax/training/agents/ppo/", "brax/training/acme/"], "playground": ["mujoco_playground/config/",
                                                                    "mujoco_playground/_src/*/__init__.py"],
           "slm": ["slm_lab/spec/benchmark_arc/ppo/"]}
 
@@ -175,6 +177,34 @@ class DirSource:
         return Provenance(self.repo, self.sha, path, line)
 
 
+class DirSnapshot(Snapshot):
+    """A Snapshot whose files come from a checked-out work tree (the naive walk, real extractors)."""
+
+    root: Path = Path(".")
+
+    def _path(self, path: str) -> Path:
+        return self.root / path.strip("/")
+
+    def blob_id(self, path):
+        return "on-disk" if self._path(path).is_file() else None
+
+    def read(self, path):
+        target = self._path(path)
+        if not target.is_file():
+            raise SourceError(f"{self.side}: {path} not found at {self.sha[:12]}")
+        return target.read_text(encoding="utf-8", errors="replace")
+
+    def listdir(self, path):
+        target = self._path(path)
+        return sorted(os.listdir(target)) if target.is_dir() else []
+
+
+def dir_snapshot(repo: Repository, sha: str, root: Path) -> DirSnapshot:
+    snap = DirSnapshot(repo, repo.git.commit(sha), sha)
+    snap.root = root
+    return snap
+
+
 # -- scenarios ----------------------------------------------------------------------------------
 
 
@@ -187,6 +217,16 @@ class Scenario:
     sides: tuple[str, ...]
     extract: Callable  # (sources by side) -> Extraction
     cli: list[str] | None = None  # the equivalent real `brax-diff history` flags
+    real: Callable | None = None  # the same with the real extractor: (snapshots by side) -> Extraction
+
+
+def real_brax(family=None, env=None):
+    def extract(snaps):
+        from extractors.brax import BraxExtractor
+
+        extractor = BraxExtractor(snaps["brax"], snaps.get("playground"))
+        return extractor.env(env) if env else extractor.family(family)
+    return extract
 
 
 def scenarios() -> list[Scenario]:
@@ -195,10 +235,13 @@ def scenarios() -> list[Scenario]:
                  lambda s: toy_brax(s["brax"], None)),
         Scenario("brax-v0.12.1..main-dm_control", "brax", "v0.12.1..main", {"playground": "main"},
                  ("brax", "playground"), lambda s: toy_brax(s["brax"], s["playground"], "dm_control"),
-                 ["--brax", "v0.12.1..main", "--family", "dm_control"]),
+                 ["--brax", "v0.12.1..main", "--family", "dm_control"], real_brax(family="dm_control")),
+        Scenario("brax-all-dm_control", "brax", "main", {"playground": "main"},
+                 ("brax", "playground"), lambda s: toy_brax(s["brax"], s["playground"], "dm_control"),
+                 ["--brax", "main", "--family", "dm_control"], real_brax(family="dm_control")),
         Scenario("playground-all-AlohaHandOver", "playground", "main", {"brax": "main"}, ("brax", "playground"),
                  lambda s: toy_brax(s["brax"], s["playground"], "manipulation", "AlohaHandOver"),
-                 ["--playground", "main", "--env", "AlohaHandOver"]),
+                 ["--playground", "main", "--env", "AlohaHandOver"], real_brax(env="AlohaHandOver")),
         Scenario("slm-all-ppo_playground", "slm", "master", {}, ("slm",), lambda s: toy_slm(s["slm"])),
     ]
 
@@ -215,14 +258,14 @@ def run_engine(scenario: Scenario, repos, cache_root: Path | None):
     return walk, engine, time.perf_counter() - began
 
 
-def run_naive(scenario: Scenario, repos, workdir: Path) -> tuple[list[str], float, int]:
+def run_naive(scenario: Scenario, repos, workdir: Path, real: bool = False) -> tuple[list[str], float, int]:
     """Check out every first-parent commit in one worktree; parse from disk; compare values."""
     repo = repos[scenario.side]
     began = time.perf_counter()
     clone = workdir / f"{scenario.side}.git"
     if not clone.exists():  # a --shared clone: the snapshot itself is never modified
         subprocess.run(["git", "clone", "-q", "--bare", "--shared", repo.git.git_dir, str(clone)], check=True)
-    tree = workdir / f"wt-{scenario.name}"
+    tree = workdir / f"wt-{scenario.name}{'-real' if real else ''}"
     git = ["git", "-C", str(clone)]
     start_ref, end_ref = parse_range(scenario.range)
     start = repo.resolve(start_ref).sha if start_ref else None
@@ -234,11 +277,11 @@ def run_naive(scenario: Scenario, repos, workdir: Path) -> tuple[list[str], floa
     previous: dict = {}
     if start:
         subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", start], capture_output=True)
-        previous = _naive_facts(scenario, tree, repo, start, held)
+        previous = _naive_facts(scenario, tree, repo, start, held, real)
     changed = []
     for commit in log:
         subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", commit.sha], capture_output=True)
-        facts = _naive_facts(scenario, tree, repo, commit.sha, held)
+        facts = _naive_facts(scenario, tree, repo, commit.sha, held, real)
         if fact_changes(previous, facts):
             changed.append(commit.sha)
         previous = facts
@@ -246,10 +289,13 @@ def run_naive(scenario: Scenario, repos, workdir: Path) -> tuple[list[str], floa
     return changed, time.perf_counter() - began, len(log)
 
 
-def _naive_facts(scenario, tree, repo, sha, held):
-    sources = {scenario.side: DirSource(tree, repo.web_url, sha), **held}
+def _naive_facts(scenario, tree, repo, sha, held, real=False):
+    if real:
+        sources = {scenario.side: dir_snapshot(repo, sha, tree), **held}
+    else:
+        sources = {scenario.side: DirSource(tree, repo.web_url, sha), **held}
     try:
-        return scenario.extract(sources).facts
+        return (scenario.real if real else scenario.extract)(sources).facts
     except BraxDiffError:
         return {}
 
@@ -270,10 +316,9 @@ def time_cli(args: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, subpr
     return time.perf_counter() - began, done
 
 
-def real_extractors_present() -> str | None:
-    """None when present, else what is missing."""
-    missing = [name for name in ("brax", "slm") if not (ROOT / "extractors" / f"{name}.py").is_file()]
-    return ", ".join(f"extractors/{m}.py" for m in missing) or None
+def real_brax_extractor_missing() -> str | None:
+    """None when the real Brax extractor (all the history scenarios need) is here, else what is missing."""
+    return None if (ROOT / "extractors" / "brax.py").is_file() else "extractors/brax.py"
 
 
 def main() -> int:
@@ -316,19 +361,35 @@ def main() -> int:
             return 0
         env = {**os.environ, "BRAX_DIFF_CACHE_DIR": str(work / "cli-cache")}
         repo_flags = ["--brax-repo", args.brax, "--playground-repo", args.playground, "--slm-repo", args.slm]
-        missing = real_extractors_present()
+        missing = real_brax_extractor_missing()
         if missing or not cli_has("history"):
             print(f"\nskipped real `brax-diff history`: {missing or 'the history command'} not in this checkout")
         else:
-            print("\n| real `brax-diff history` | cold s | warm s | commits listed |\n|---|---|---|---|")
+            print("\n| real `brax-diff history` | commits | touch reads | changed | cold s | warm s | naive s "
+                  "| naive/cold | naive/warm |\n|---|---|---|---|---|---|---|---|---|")
             for scenario in scenarios():
-                if scenario.cli and (not args.only or scenario.name == args.only):
-                    cold, done = time_cli(["history", *scenario.cli, *repo_flags], env)
-                    warm, again = time_cli(["history", *scenario.cli, *repo_flags], env)
-                    if done.returncode != 0 or again.stdout != done.stdout:
-                        print(f"| {' '.join(scenario.cli)} | failed: {done.stderr.strip()[-200:]} | | |")
-                        continue
-                    print(f"| {' '.join(scenario.cli)} | {cold:.2f} | {warm:.2f} | {done.stdout.count(chr(10) + '### ')} |")
+                if not scenario.cli or (args.only and scenario.name != args.only):
+                    continue
+                flags = ["history", *scenario.cli, *repo_flags, "--format", "json"]
+                own = {**env, "BRAX_DIFF_CACHE_DIR": str(work / f"cli-cache-{scenario.name}")}  # really cold
+                cold, done = time_cli(flags, own)
+                warm, again = time_cli(flags, own)
+                if done.returncode != 0 or again.stdout != done.stdout:
+                    print(f"| {' '.join(scenario.cli)} | failed: {done.stderr.strip()[-200:]} |")
+                    continue
+                walk = json.loads(done.stdout)["walks"][0]
+                listed = [c["sha"] for c in walk["commits"]]
+                naive_s = ratio_cold = ratio_warm = "-"
+                if not args.skip_naive:
+                    changed, naive, _ = run_naive(scenario, repos, work, real=True)
+                    if changed != listed:
+                        print(f"MISMATCH real {scenario.name}: naive {len(changed)} vs history {len(listed)}",
+                              file=sys.stderr)
+                        return 1
+                    naive_s, ratio_cold, ratio_warm = f"{naive:.2f}", f"{naive / cold:.1f}x", f"{naive / warm:.0f}x"
+                stats = walk["stats"]
+                print(f"| {' '.join(scenario.cli)} | {stats['commits']} | {stats['touching_reads']} | {len(listed)} "
+                      f"| {cold:.2f} | {warm:.2f} | {naive_s} | {ratio_cold} | {ratio_warm} |", flush=True)
         if not cli_has("report"):
             print("\nskipped `brax-diff report`: the report command is not in this checkout "
                   "(brax_diff/cli/report.py registers no command)")
