@@ -251,7 +251,7 @@ def slm_checkout(tmp_path):
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, **defaults_env(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT), "BRAX_DIFF_CACHE_DIR": str(tmp_path / "cache")}
-    return {"slm": slm, "brax": brax, "env": env}
+    return {"slm": slm, "brax": brax, "playground": playground, "env": env}
 
 
 def run_step(script: str, checkout) -> subprocess.CompletedProcess:
@@ -272,12 +272,11 @@ def test_workflow_commands_run_against_fixture_repos(slm_checkout):
     add_commit(slm_checkout["slm"], {}, message="commit regenerated reports")
     check = run_step(step("Check the reports against upstream")["run"], slm_checkout)
     assert check.returncode == 0, check.stdout + check.stderr
-    # Upstream moves: Brax's default clipping epsilon now differs wildly from SLM-Lab's.
-    add_commit(slm_checkout["brax"], {"brax/training/agents/ppo/train.py":
-                                      BRAX_TRAIN.replace("clipping_epsilon: float = 0.3", "clipping_epsilon: float = 0.9")
-                                      .replace("discounting: float = 0.9,", "discounting: float = 0.5,")})
+    # Upstream moves: Playground's dm_control discount no longer matches SLM-Lab's gamma (0.995).
+    add_commit(slm_checkout["playground"], {"mujoco_playground/config/dm_control_suite_params.py":
+                                            PLAYGROUND_PARAMS.replace("discounting=0.995", "discounting=0.9")})
     moved = run_step(step("Check the reports against upstream")["run"], slm_checkout)
-    assert moved.returncode != 0, "report --check passed although a Brax default changed"
+    assert moved.returncode != 0, "report --check passed although Playground's discount changed"
 
 
 def test_hook_entry_runs_against_fixture_repos(slm_checkout):
@@ -301,3 +300,14 @@ def test_every_command_in_the_yaml_is_report():
     commands.append(shlex.split(hook()["entry"]))
     assert [c[1] for c in commands] == ["report", "report", "report"]
     assert ["--check" in c for c in commands] == [True, False, True]
+
+
+def test_step_runner_reaches_this_checkouts_cli_with_the_jobs_env(slm_checkout):
+    """The machinery the two tests above use: `brax-diff` on PATH is this checkout, env defaults set."""
+    done = run_step('brax-diff --help && echo "refs: $BRAX_REF $PLAYGROUND_REF"', slm_checkout)
+    assert done.returncode == 0, done.stderr
+    assert "history" in done.stdout and done.stdout.rstrip().endswith("refs: main main")
+    settings = subprocess.run([sys.executable, "-c", "from brax_diff.config import load_settings; "
+                               "s = load_settings(); print(s.brax_repo, s.playground_repo)"],
+                              cwd=slm_checkout["slm"], env=slm_checkout["env"], capture_output=True, text=True)
+    assert settings.stdout.split() == [str(slm_checkout["brax"]), str(slm_checkout["playground"])]
