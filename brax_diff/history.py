@@ -467,9 +467,10 @@ class HistoryEngine:
         return walk
 
     def _walk_recipe(self, recipe: Recipe, side: str, start, log: list[CommitInfo], others: dict,
-                     touched: set[str], walk: Walk) -> Iterable[Entry]:
+                     touched: set[str], walk: Walk) -> list[Entry]:
         repo = self.repos[side]
         by_sha = {c.sha: c for c in log}
+        entries: list[Entry] = []
         if start is not None:
             state = self.outcome(recipe, {side: start, **others})
             last = start.hexsha
@@ -478,16 +479,16 @@ class HistoryEngine:
             state = self.outcome(recipe, {side: first, **others})
             walk.extractions += 1
             touched.add(log[0].sha)
-            yield from self._entry(recipe, log[0], EMPTY, state)
+            entries += self._entry(recipe, log[0], EMPTY, state)
             last = log[0].sha
         else:
-            return
-        while True:
-            paths = sorted(state.reads.get(side, {}))
-            if not paths:
-                return  # the extraction read nothing on this side: no commit can change it
+            return entries
+        ever_worked = state.facts is not None
+        requery = True
+        while requery:
             requery = False
-            for sha in touching_commits(repo, last, walk.end, paths):
+            paths = sorted(state.reads.get(side, {}))
+            for sha in touching_commits(repo, last, walk.end, paths) if paths else ():
                 if sha not in by_sha:
                     continue
                 touched.add(sha)
@@ -498,19 +499,22 @@ class HistoryEngine:
                 new = self.outcome(recipe, {side: commit, **others},
                                    preferred={s: sorted(r) for s, r in state.reads.items()})
                 walk.extractions += 1
-                yield from self._entry(recipe, by_sha[sha], state, new)
+                entries += self._entry(recipe, by_sha[sha], state, new)
+                ever_worked = ever_worked or new.facts is not None
                 requery = set(new.reads.get(side, {})) != set(paths)
                 state, last = new, sha
                 if requery:
                     break  # the read set moved: ask git again with the new paths
-            if not requery:
-                return
+        if not ever_worked and state.error:
+            # Never extracted anything in the whole range (a misspelt --env, a wrong --spec):
+            # say why instead of printing an empty history.
+            raise BraxDiffError(f"{recipe.label}: {state.error}")
+        return entries
 
     @staticmethod
-    def _entry(recipe: Recipe, commit: CommitInfo, old: Outcome, new: Outcome) -> Iterable[Entry]:
+    def _entry(recipe: Recipe, commit: CommitInfo, old: Outcome, new: Outcome) -> list[Entry]:
         changes = fact_changes(old.facts or {}, new.facts or {})
-        if changes:
-            yield Entry(commit, recipe.scope, tuple(changes), transition_note(old, new))
+        return [Entry(commit, recipe.scope, tuple(changes), transition_note(old, new))] if changes else []
 
 
 # ---------------------------------------------------------------------------------------

@@ -489,3 +489,8 @@ def test_object_ids_reading_trees_once_agree_with_gitpython(repos):
     commit = repo.git.commit(shas[1])
     assert ids(commit, "envs/Cartpole.py") == commit.tree["envs/Cartpole.py"].hexsha
     assert ids(commit, "envs/") == commit.tree["envs"].hexsha and ids(commit, "envs") is None
+
+
+def test_a_scope_that_never_extracts_is_an_error_not_an_empty_history(repos):
+    with pytest.raises(BraxDiffError, match="env=Cartpoel: environment 'Cartpoel' is not registered"):
+        engine_for(repos).walk([toy_recipe(env="Cartpoel")], "playground", "main", {"brax": "main"})
