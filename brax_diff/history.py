@@ -666,12 +666,12 @@ class HistoryRequest:
             raise BraxDiffError(f"unknown side(s): {', '.join(unknown)}")
 
 
-def _refs_while_walking(request: HistoryRequest, walked: str) -> dict[str, str]:
-    """The other sides stay at their given ref; a walked side given as A..B stays at B."""
+def _refs_while_walking(request: HistoryRequest) -> dict[str, str]:
+    """Where each side stands while another is walked: its given ref, or B for a side given as
+    A..B (the walked side's entry is only used to read the SLM-Lab mapping at B)."""
     refs = dict(request.held)
     for side, text in request.ranges.items():
-        if side != walked:
-            refs[side] = parse_range(text)[1]
+        refs[side] = parse_range(text)[1]
     return refs
 
 
@@ -718,6 +718,6 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
     engine = HistoryEngine(repos, cache)
     walks = []
     for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):
-        refs = _refs_while_walking(request, side)
+        refs = _refs_while_walking(request)
         walks.append(engine.walk(recipes_for(request, side, repos, refs), side, request.ranges[side], refs))
     return History(walks), engine

@@ -494,3 +494,18 @@ def test_object_ids_reading_trees_once_agree_with_gitpython(repos):
 def test_a_scope_that_never_extracts_is_an_error_not_an_empty_history(repos):
     with pytest.raises(BraxDiffError, match="env=Cartpoel: environment 'Cartpoel' is not registered"):
         engine_for(repos).walk([toy_recipe(env="Cartpoel")], "playground", "main", {"brax": "main"})
+
+
+def test_cli_slm_mapping_is_read_at_the_range_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "extractors.slm", toy_slm_module())
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "slm"
+    make_repo(path, [{"spec.yaml": SPEC.replace("envs: [Cartpole]", "envs: []")}], messages=["spec"])
+    _git(path, "checkout", "-q", "-b", "next")
+    add_commit(path, {"spec.yaml": SPEC.replace("0.2", "0.25")}, message="map Cartpole, wider clip", index=1)
+    _git(path, "checkout", "-q", "main")  # HEAD (the default slm ref) does not map Cartpole
+    code, out, err = run_cli(capsys, ["history", "--slm", "main..next", "--env", "Cartpole", "--slm-repo", str(path),
+                                      "--spec", "spec.yaml", "--cache-dir", str(tmp_path / "c"), "--format", "json"])
+    assert code == 0, err
+    changes = json.loads(out)["walks"][0]["commits"][0]["scopes"][0]["changes"]
+    assert [(c["key"], c["old"]["value"], c["new"]["value"]) for c in changes] == [("clip_epsilon", 0.2, 0.25)]
