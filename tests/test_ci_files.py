@@ -158,93 +158,54 @@ def missing_for_report() -> str | None:
     return ", ".join(missing) or None
 
 
-BRAX_TRAIN = """
-def train(
-    environment,
-    num_timesteps: int,
-    episode_length: int = 1000,
-    action_repeat: int = 1,
-    num_envs: int = 1,
-    learning_rate: float = 1e-4,
-    entropy_cost: float = 1e-4,
-    discounting: float = 0.9,
-    unroll_length: int = 10,
-    batch_size: int = 32,
-    num_minibatches: int = 16,
-    num_updates_per_batch: int = 2,
-    normalize_observations: bool = False,
-    reward_scaling: float = 1.0,
-    clipping_epsilon: float = 0.3,
-    gae_lambda: float = 0.95,
-    max_grad_norm=None,
-    normalize_advantage: bool = True,
-):
-  pass
-"""
-BRAX_NETWORKS = """
-def make_ppo_networks(
-    observation_size,
-    action_size,
-    policy_hidden_layer_sizes=(32,) * 4,
-    value_hidden_layer_sizes=(256,) * 5,
-):
-  pass
-"""
-PLAYGROUND_PARAMS = """
-from ml_collections import config_dict
+def upstream_fixtures():
+    """The merged project's hand-written upstream-shaped fixture files, or None before merge."""
+    try:
+        import brax_fixtures
+        import slm_fixtures
+    except ImportError:
+        return None
+    return brax_fixtures, slm_fixtures
 
 
-def brax_ppo_config(env_name, impl=None):
-  rl_config = config_dict.create(
-      num_timesteps=60_000_000,
-      reward_scaling=10.0,
-      unroll_length=30,
-      num_minibatches=32,
-      num_updates_per_batch=16,
-      discounting=0.995,
-      learning_rate=1e-3,
-      entropy_cost=1e-2,
-      num_envs=2048,
-      batch_size=1024,
-  )
-  if env_name == "CartpoleBalance":
-    rl_config.discounting = 0.99
-  return rl_config
+def missing_to_run() -> str | None:
+    missing = [m for m in (missing_for_report(),) if m]
+    if upstream_fixtures() is None:
+        missing.append("tests/brax_fixtures.py and tests/slm_fixtures.py (upstream-shaped fixture files)")
+    return ", ".join(missing) or None
+
+
+# The fixture spec's variants, one per family (SLM-Lab's real names are not in the fixture spec).
+FIXTURE_MAPPING = """
+family_defaults:
+  dm_control: [ppo_fx]
+  locomotion: [ppo_fx_rs]
+  manipulation: [ppo_fx_small]
+variants:
+  ppo_fx: {family: dm_control}
+  ppo_fx_rs: {family: locomotion}
+  ppo_fx_small: {family: manipulation}
 """
-PLAYGROUND_REGISTRY = """
-_envs = {
-    "CartpoleBalance": cartpole.Balance,
-}
-"""
-SLM_SPEC = """
-_shared: &shared
-  agent:
-    algorithm:
-      gamma: 0.995
-      lam: 0.95
-      time_horizon: 30
-      training_epoch: 16
-      clip_eps: 0.2
-    net:
-      optim_spec: {name: Adam, lr: 0.001}
-ppo_playground:
-  <<: *shared
-  env:
-    num_envs: 2048
-"""
+DM_PARAMS = "mujoco_playground/config/dm_control_suite_params.py"
+SPEC_PATH = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
 
 
 @pytest.fixture()
 def slm_checkout(tmp_path):
     """A fixture SLM-Lab checkout configured (brax-diff.toml) to compare with fixture upstreams."""
     brax, playground, slm = tmp_path / "brax", tmp_path / "playground", tmp_path / "slm"
-    make_repo(brax, [{"brax/training/agents/ppo/train.py": BRAX_TRAIN,
-                      "brax/training/agents/ppo/networks.py": BRAX_NETWORKS}])
-    make_repo(playground, [{"mujoco_playground/config/dm_control_suite_params.py": PLAYGROUND_PARAMS,
-                            "mujoco_playground/_src/dm_control_suite/__init__.py": PLAYGROUND_REGISTRY}])
-    make_repo(slm, [{"slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml": SLM_SPEC,
-                     "brax-diff.toml": f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\n'
-                                       f'cache-dir = "{tmp_path / "cache"}"\n'}])
+    fixtures = upstream_fixtures()
+    if fixtures:
+        brax_files, playground_files, slm_files = (fixtures[0].BRAX_OLD, fixtures[0].PLAYGROUND,
+                                                   fixtures[1].repo_files())
+    else:  # enough for the plumbing test; the report tests skip
+        brax_files, playground_files, slm_files = {"README.md": "b\n"}, {"README.md": "p\n"}, {SPEC_PATH: "x: 1\n"}
+    make_repo(brax, [brax_files], origin="https://github.com/google/brax.git")
+    make_repo(playground, [playground_files], origin="https://github.com/google-deepmind/mujoco_playground.git")
+    config = (f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\ncache-dir = "{tmp_path / "cache"}"\n'
+              'mapping = "brax-diff-mapping.yaml"\n')
+    make_repo(slm, [{**slm_files, "brax-diff.toml": config, "brax-diff-mapping.yaml": FIXTURE_MAPPING}],
+              origin="https://github.com/kengz/SLM-Lab.git")
     shim = tmp_path / "bin" / "brax-diff"
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m brax_diff "$@"\n')
@@ -259,39 +220,58 @@ def run_step(script: str, checkout) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+def regenerate_reports(checkout) -> list[Path]:
+    done = run_step(step("Regenerate the reports")["run"], checkout)
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.relative_to(checkout["slm"]) for p in (checkout["slm"] / "reports").rglob("*") if p.is_file())
+    assert written, "the regenerate step wrote nothing under reports/ (the artifact path)"
+    return written
+
+
 def test_workflow_commands_run_against_fixture_repos(slm_checkout):
-    missing = missing_for_report()
+    missing = missing_to_run()
     if missing:
         pytest.skip(f"cannot run the workflow's `brax-diff report` steps: this checkout lacks {missing}; "
                     "rerun after merge")
-    regenerate = run_step(step("Regenerate the reports")["run"], slm_checkout)
-    assert regenerate.returncode == 0, regenerate.stderr
-    written = sorted(p.relative_to(slm_checkout["slm"]) for p in (slm_checkout["slm"] / "reports").rglob("*")
-                     if p.is_file())
-    assert written, "the regenerate step wrote nothing under reports/ (the artifact path)"
-    add_commit(slm_checkout["slm"], {}, message="commit regenerated reports")
+    written = regenerate_reports(slm_checkout)
+    assert {p.suffix for p in written} == {".md", ".json"}
     check = run_step(step("Check the reports against upstream")["run"], slm_checkout)
     assert check.returncode == 0, check.stdout + check.stderr
-    # Upstream moves: Playground's dm_control discount no longer matches SLM-Lab's gamma (0.995).
-    add_commit(slm_checkout["playground"], {"mujoco_playground/config/dm_control_suite_params.py":
-                                            PLAYGROUND_PARAMS.replace("discounting=0.995", "discounting=0.9")})
+    # Upstream moves: Playground's dm_control discount changes, so the reports are stale.
+    params = upstream_fixtures()[0].PLAYGROUND[DM_PARAMS]
+    assert params.count("discounting=0.99,") == 1
+    add_commit(slm_checkout["playground"], {DM_PARAMS: params.replace("discounting=0.99,", "discounting=0.9,")})
     moved = run_step(step("Check the reports against upstream")["run"], slm_checkout)
-    assert moved.returncode != 0, "report --check passed although Playground's discount changed"
+    assert moved.returncode == 1, moved.stdout + moved.stderr  # 1: stale reports (2 would be bad input)
+
+
+@pytest.mark.xfail(strict=True, reason="`report --check` compares the whole rendered text, which embeds the input "
+                   "commit shas: committing the reports (SLM-Lab HEAD moves) or any upstream commit makes them "
+                   "stale although no classification changed, so the scheduled workflow would fail every week")
+def test_workflow_check_stays_green_when_only_commits_move(slm_checkout):
+    missing = missing_to_run()
+    if missing:
+        pytest.skip(f"cannot run the workflow's `brax-diff report` steps: this checkout lacks {missing}; "
+                    "rerun after merge")
+    regenerate_reports(slm_checkout)
+    add_commit(slm_checkout["slm"], {}, message="commit the regenerated reports")  # as the workflow's PR does
+    add_commit(slm_checkout["brax"], {"README.md": "docs only\n"}, message="upstream docs")
+    check = run_step(step("Check the reports against upstream")["run"], slm_checkout)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_hook_entry_runs_against_fixture_repos(slm_checkout):
-    missing = missing_for_report()
+    missing = missing_to_run()
     if missing:
         pytest.skip(f"cannot run the hook's `brax-diff report --check`: this checkout lacks {missing}; rerun after merge")
-    regenerate = run_step(step("Regenerate the reports")["run"], slm_checkout)
-    assert regenerate.returncode == 0, regenerate.stderr
+    regenerate_reports(slm_checkout)
     done = run_step(hook()["entry"], slm_checkout)
     assert done.returncode == 0, done.stdout + done.stderr
-    spec = slm_checkout["slm"] / "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
-    spec.write_text(SLM_SPEC.replace("clip_eps: 0.2", "clip_eps: 0.9").replace("gamma: 0.995", "gamma: 0.5"))
-    add_commit(slm_checkout["slm"], {}, message="spec change")
+    spec = upstream_fixtures()[1].SPEC
+    assert spec.count("gamma: 0.995") == 1
+    add_commit(slm_checkout["slm"], {SPEC_PATH: spec.replace("gamma: 0.995", "gamma: 0.5")}, message="spec change")
     changed = run_step(hook()["entry"], slm_checkout)
-    assert changed.returncode != 0, "the hook passed although the spec changed a classification"
+    assert changed.returncode == 1, changed.stdout + changed.stderr
 
 
 def test_every_command_in_the_yaml_is_report():
