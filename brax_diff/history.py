@@ -23,8 +23,8 @@ imported changes it) and the candidate list is re-queried when its paths changed
 from __future__ import annotations
 
 import hashlib
-import json
 import importlib
+import json
 import importlib.util
 import os
 import subprocess
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from git.objects.fun import tree_entries_from_data
+
 from .errors import BraxDiffError, SourceError
-from .facts import Extraction, Fact, Provenance, SourceInfo, dumps
+from .facts import Extraction, Fact, SourceInfo, dumps
 from .factcache import CachedResult, FactCache
 from .sources import Repository, Snapshot
-
-from git.objects.fun import tree_entries_from_data
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -52,7 +52,7 @@ class Recipe:
     """How to extract one scope's facts from snapshots of ``sides``.
 
     ``name`` and ``version`` identify the extractor in the cache: ``version`` must change
-    whenever the extractor's code does (see :func:`code_version`). ``scope`` is JSON-native
+    whenever the extractor's code does (see :func:`shipped_version`). ``scope`` is JSON-native
     and labels the output (``{"env": "AlohaHandOver"}``).
     """
 
@@ -70,17 +70,6 @@ class Recipe:
 def scope_label(scope: Mapping[str, Any]) -> str:
     """``{"env": "X", "family": None}`` -> ``env=X``."""
     return ", ".join(f"{k}={v}" for k, v in sorted(scope.items()) if v is not None) or "defaults"
-
-
-def code_version(*module_names: str) -> str:
-    """A fingerprint of these modules' source files: editing an extractor invalidates its cache."""
-    digest = hashlib.sha256()
-    for name in sorted(module_names):
-        module = importlib.import_module(name)
-        source = Path(module.__file__ or "")
-        digest.update(name.encode())
-        digest.update(source.read_bytes() if source.is_file() else b"")
-    return digest.hexdigest()[:16]
 
 
 class TrackingSnapshot(Snapshot):
