@@ -1,0 +1,138 @@
+"""An on-disk cache of extraction results, keyed by the exact bytes the extraction read.
+
+An extraction is a pure function of (extractor code, scope, the blobs it read). So a
+result is stored under a hash of
+
+    recipe  = extractor name + version (a fingerprint of its code) + scope
+    reads   = {side: {path: blob id}}  for every path the extraction read
+
+and is valid for any commits where those paths hold those blobs. To look a result up
+before extracting we must guess which paths would be read: the cache keeps, per recipe,
+the *path sets* earlier extractions read, and tries each one (the blob ids of a path set
+at the wanted commits give a key). A hit is sound: the same code reading the same bytes
+reads the same paths and returns the same facts.
+
+Layout under ``<root>/facts/v1/<recipe hash>/``::
+
+    pathsets.json      # [{side: [paths...]}, ...] most recent first
+    <reads hash>.json  # {"reads", "commits", "repos", "extraction" | "error"}
+
+Every file is written atomically; an unreadable file is a miss, never an error.
+Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOME/brax-diff
+(``~/.cache/brax-diff``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .facts import dumps
+from .io import write_atomic
+from .sources import cache_dir as default_cache_dir
+
+# Bump when the entry layout changes: old entries are then simply never read.
+LAYOUT_VERSION = "v1"
+# Path sets remembered per recipe; a recipe reads a handful of distinct sets over history.
+MAX_PATHSETS = 64
+
+Reads = dict[str, dict[str, "str | None"]]  # side -> path -> blob/tree id (None: missing)
+PathSet = dict[str, list[str]]  # side -> sorted paths
+
+
+def cache_root(configured: str | None = None) -> Path:
+    """``configured`` (Settings.cache_dir) wins; else the environment / XDG default."""
+    return Path(configured).expanduser() if configured else default_cache_dir()
+
+
+def _digest(data: Any, length: int = 32) -> str:
+    return hashlib.sha256(dumps(data).encode("utf-8")).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    """One stored extraction: the facts JSON (or the one-line error) and where it was made."""
+
+    reads: Reads
+    commits: dict[str, str]  # side -> commit sha the result was extracted at
+    repos: dict[str, str]  # side -> repository web URL at extraction time
+    extraction: dict | None  # Extraction.to_json(), None when the extraction failed
+    error: str | None
+
+    def to_json(self) -> dict:
+        return {"reads": self.reads, "commits": self.commits, "repos": self.repos,
+                "extraction": self.extraction, "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CachedResult":
+        return cls(reads=data["reads"], commits=data["commits"], repos=data["repos"],
+                   extraction=data.get("extraction"), error=data.get("error"))
+
+
+class FactCache:
+    """Extraction results on disk; ``hits``/``misses`` count this process's lookups."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root) / "facts" / LAYOUT_VERSION
+        self.hits = 0
+        self.misses = 0
+        self._pathsets: dict[str, list[PathSet]] = {}
+
+    @staticmethod
+    def recipe_key(name: str, version: str, scope: Mapping[str, Any]) -> str:
+        return _digest({"name": name, "version": version, "scope": dict(scope)}, 24)
+
+    @staticmethod
+    def reads_key(reads: Reads) -> str:
+        return _digest({side: dict(sorted(paths.items())) for side, paths in sorted(reads.items())})
+
+    def _dir(self, recipe: str) -> Path:
+        return self.root / recipe
+
+    def _load_json(self, path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def pathsets(self, recipe: str) -> list[PathSet]:
+        """Path sets earlier extractions of this recipe read, most recent first."""
+        if recipe not in self._pathsets:
+            found = self._load_json(self._dir(recipe) / "pathsets.json")
+            self._pathsets[recipe] = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
+        return self._pathsets[recipe]
+
+    def lookup(self, recipe: str, ids_at: Callable[[str, list[str]], dict[str, str | None]],
+               preferred: PathSet | None = None) -> CachedResult | None:
+        """The stored result valid at the commits ``ids_at(side, paths)`` reads ids from.
+
+        ``preferred`` (the path set the previous extraction read) is tried first.
+        """
+        candidates = ([preferred] if preferred else []) + [p for p in self.pathsets(recipe) if p != preferred]
+        for pathset in candidates:
+            reads = {side: ids_at(side, paths) for side, paths in pathset.items()}
+            data = self._load_json(self._dir(recipe) / f"{self.reads_key(reads)}.json")
+            if isinstance(data, dict):
+                try:
+                    result = CachedResult.from_json(data)
+                except (KeyError, TypeError):
+                    continue
+                if result.reads == reads:  # guards against a (theoretical) hash collision
+                    self.hits += 1
+                    return result
+        self.misses += 1
+        return None
+
+    def store(self, recipe: str, result: CachedResult) -> None:
+        directory = self._dir(recipe)
+        write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()))
+        pathset = {side: sorted(paths) for side, paths in sorted(result.reads.items())}
+        known = self.pathsets(recipe)
+        if pathset in known and known[0] == pathset:
+            return
+        updated = [pathset] + [p for p in known if p != pathset]
+        self._pathsets[recipe] = updated[:MAX_PATHSETS]
+        write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]))
