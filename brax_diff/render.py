@@ -199,6 +199,25 @@ def _content(model: dict) -> dict:
     return {k: v for k, v in model.items() if k != "changes"}
 
 
+# Where a report's inputs are, not what they say: commit shas, dates, refs, line links.
+_IDENTITY_KEYS = frozenset({"sources", "changes", "provenance", "previous_sources", "commit", "date", "ref"})
+
+
+def _what_it_says(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _what_it_says(v) for k, v in value.items() if k not in _IDENTITY_KEYS}
+    if isinstance(value, list):
+        return [_what_it_says(v) for v in value]
+    return value
+
+
+def same_findings(old: dict, new: dict) -> bool:
+    """Whether two report models say the same (values, classifications, fixes, findings),
+    whatever commits and lines they were read from. ``report --check`` asks this, so a
+    scheduled CI run fails when a classification or value moves, not on every upstream commit."""
+    return _what_it_says(old) == _what_it_says(new)
+
+
 def _fact_moves(before: dict, after: dict) -> list[dict]:
     out = []
     for key in sorted(set(before) | set(after)):

@@ -115,7 +115,7 @@ class BraxExtractor:
         if params.function is None:
             findings.append(Finding("pattern_not_found", "WARNING",
                                     f"*: function {PARAMS_FUNCTION}() not found in {params.path} at "
-                                    f"{params.snapshot.ref} ({params.snapshot.sha[:12]}); "
+                                    f"{params.snapshot.ref}; "
                                     f"signature defaults used"))
         envs = self.environments(family)
         findings += params.dead_branches(envs) + params.unregistered_names(envs)
@@ -135,7 +135,7 @@ class BraxExtractor:
             for name in sorted(set(scope) - accepted):
                 out.append(Finding("unknown_parameter", "WARNING",
                                    f"{family} config sets {name!r}, which {function}() at brax "
-                                   f"{self.brax.ref} ({self.brax.sha[:12]}) does not accept",
+                                   f"{self.brax.ref} does not accept",
                                    scope[name].provenance))
         return out
 

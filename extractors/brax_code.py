@@ -125,7 +125,7 @@ def _not_found(snapshot: Snapshot, error: PatternNotFound) -> Finding:
     return Finding(
         kind="pattern_not_found",
         severity="WARNING",
-        message=(f"{keys}: {error.what} in {error.path} at {snapshot.ref} ({snapshot.sha[:12]}); "
+        message=(f"{keys}: {error.what} in {error.path} at {snapshot.ref}; "
                  f"key left out"),
         provenance=(),
         key=error.keys[0] if len(error.keys) == 1 and error.keys[0] != "*" else None,

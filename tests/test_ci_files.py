@@ -245,9 +245,6 @@ def test_workflow_commands_run_against_fixture_repos(slm_checkout):
     assert moved.returncode == 1, moved.stdout + moved.stderr  # 1: stale reports (2 would be bad input)
 
 
-@pytest.mark.xfail(strict=True, reason="`report --check` compares the whole rendered text, which embeds the input "
-                   "commit shas: committing the reports (SLM-Lab HEAD moves) or any upstream commit makes them "
-                   "stale although no classification changed, so the scheduled workflow would fail every week")
 def test_workflow_check_stays_green_when_only_commits_move(slm_checkout):
     missing = missing_to_run()
     if missing:

@@ -151,6 +151,14 @@ def test_check_exits_1_on_stale_files_and_writes_nothing(workspace, capsys):
     assert not (workspace["work"] / "reports" / "locomotion.md").exists()
 
 
+def test_check_passes_when_only_commits_move(workspace, capsys):
+    assert run(workspace, "--family", "dm_control") == 0
+    add_commit(workspace["repos"] / "brax", {"README.md": "docs only\n"})
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control", "--check") == 0
+    assert "2 read older commits that say the same" in capsys.readouterr().err
+
+
 def test_upstream_move_is_stale_then_reported_as_a_change(workspace, capsys):
     assert run(workspace, "--family", "dm_control") == 0
     new_sha = add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})

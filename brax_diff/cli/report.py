@@ -18,7 +18,7 @@ from rich.table import Table
 from ..config import Settings, load_settings
 from ..errors import BraxDiffError, ConfigError
 from ..io import write_atomic
-from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
+from ..render import (FORMATS, Scope, generate, read_previous, render_json, same_findings, render_markdown,
                       render_rules_markdown, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
 from ..sources import Repository
@@ -144,6 +144,7 @@ def report_command(
         raise BraxDiffError("--previous needs one scope (--family or --env)")
 
     rendered: list[tuple[Path | None, str]] = []
+    models: dict[Path | None, dict] = {}
     failing: list[str] = []
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
@@ -154,19 +155,23 @@ def report_command(
                          rules_origin="shipped" if settings.rules is None else settings.rules)
         for kind, path in sorted(targets.items()):
             rendered.append((path, render_markdown(model) if kind == "md" else render_json(model)))
+            models[path] = model
         if threshold:
             failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
 
     err = stderr_console()
     if check:
-        stale = [path for path, text in rendered
-                 if not path.exists() or path.read_text(encoding="utf-8") != text]
+        stale, refreshable = _stale(rendered, models)
         for path in stale:
             err.print(f"stale: {path}")
         if stale:
-            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) differ from a regenerated report; "
-                              "run brax-diff report without --check to update them")
-        err.print(f"up to date: {len(rendered)} file(s)")
+            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
+                              "regenerated report; run brax-diff report without --check to update them")
+        if refreshable:
+            err.print(f"up to date: {len(rendered)} file(s); {len(refreshable)} read older commits that say "
+                      "the same (regenerate to refresh their links)")
+        else:
+            err.print(f"up to date: {len(rendered)} file(s)")
     else:
         for path, text in rendered:
             if path is None:
@@ -176,6 +181,25 @@ def report_command(
                 err.print(f"wrote {path}")
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+
+
+def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[Path], list[Path]]:
+    """Files that say something else than the regenerated report (stale), and files that
+    differ only in the commits and lines they were read from (refreshable).
+
+    A Markdown file is refreshable when the JSON beside it is, and it is still the
+    rendering of that JSON (not edited by hand)."""
+    stale, refreshable = [], []
+    for path, text in rendered:
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        json_path = path.with_suffix(".json")
+        on_disk = read_previous(json_path) if json_path.exists() else None
+        says_the_same = on_disk is not None and same_findings(on_disk, models[path])
+        if says_the_same and path.suffix == ".md":
+            says_the_same = path.read_text(encoding="utf-8") == render_markdown(on_disk)
+        (refreshable if says_the_same else stale).append(path)
+    return stale, refreshable
 
 
 def rules_command(
