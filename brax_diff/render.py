@@ -55,7 +55,8 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return repr(value)
+        # exp(0.5) prints as 1.649; the JSON keeps every digit.
+        return repr(value) if len(repr(value)) <= 8 else f"{value:.4g}"
     return str(value)
 
 
@@ -96,7 +97,8 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
                       autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
-                       tojson=lambda v: json.dumps(v, sort_keys=True))
+                       tojson=lambda v: json.dumps(v, sort_keys=True),
+                       line_url=lambda p: Provenance.from_json(p).url)
     env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked)
     return env
 

@@ -215,3 +215,26 @@ def test_markdown_links_at_most_three_lines_per_value():
     assert "#L3) (+2 in the JSON)" in text and "#L4" not in text
     assert linked([256, 256], []) == "`[256, 256]`"
     assert linked("a|b", prov[:1]).startswith("[`a\\|b`]")
+
+
+def test_incomplete_family_config_sends_the_reader_to_the_matrix():
+    from brax_diff.facts import Finding, Provenance
+
+    brax = brax_extraction()
+    where = Provenance("https://github.com/google-deepmind/mujoco_playground", BRAX_SHA,
+                       "mujoco_playground/config/manipulation_params.py", 120)
+    brax.find(Finding("base_config_incomplete", "INFO", "brax_ppo_config raises for envs that match no branch",
+                      (where,)))
+    text = render_markdown(model(brax=brax))
+    header = text[:text.index("| Source |")]
+    assert "> **Read the per-environment matrix for this family.** brax_ppo_config raises" in header
+    assert f"({where.url})" in header
+    assert "Read the per-environment matrix" not in render_markdown(model())
+
+
+def test_long_floats_print_short_in_markdown_and_whole_in_json():
+    from brax_diff.render import format_value
+
+    assert format_value(1.6487212707001282) == "1.649"
+    assert format_value(0.006737946999085467) == "0.006738"
+    assert format_value(0.033) == "0.033" and format_value(1e-08) == "1e-08"
