@@ -54,7 +54,7 @@ def train_kwargs(settings: Mapping[str, Any], env_name: str, budget: int, seed: 
     kwargs.update(
         num_timesteps=int(budget),
         seed=int(seed),
-        episode_length=int(config.episode_length),
+        episode_length=int(kwargs.get("episode_length") or config.episode_length),
         action_repeat=int(config.get("action_repeat", 1)),
         wrap_env_fn=wrapper.wrap_for_brax_training,
         network_factory=network_factory(settings.get("network", {})),

@@ -245,7 +245,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
 
             brax_values = {k: f.value for k, f in b.facts.items()}
             brax_values.update({k: v for k, v in overrides.items() if k in KEYS})
-            arms.append((BRAX, "reference", brax_train_settings(brax_values)))
+            reference_settings = brax_train_settings(brax_values)
+            if overrides.get("episode_length"):
+                reference_settings["train"]["episode_length"] = int(overrides["episode_length"])
+            arms.append((BRAX, "reference", reference_settings))
         for seed in range(seeds):
             for trainer, arm, settings in arms:
                 runs.append(RunSpec(trainer, arm, env, seed, budget, settings))

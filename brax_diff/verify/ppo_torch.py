@@ -224,12 +224,14 @@ class Batch:
 
 @dataclass
 class TrainLog:
-    """The learning curve: (env steps, score) after every update, score = mean raw reward per
-    step in that update's collection x episode length (an episode-return estimate that exists
-    before any episode has finished)."""
+    """The learning curve: after every update in which episodes finished, (env steps, mean
+    undiscounted raw return of those episodes), the quantity Brax's ``eval/episode_reward``
+    reports. ``reward_per_step`` keeps every update's mean raw reward, the fallback when a
+    budget is shorter than one episode."""
 
     steps: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
+    reward_per_step: list[float] = field(default_factory=list)
     env_steps: int = 0
     seconds: float = 0.0
 
@@ -243,12 +245,22 @@ class PPO:
                          settings.kernel_init).to(self.device)
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
+        self.episode_return: torch.Tensor | float = 0.0
+        self.finished: list[float] = []  # returns of episodes finished since the last read
         self.optimizers, self.schedulers = [], []
         for net in (self.policy, self.value):  # SLM-Lab: separate nets, separate Adams
             optim = torch.optim.Adam(net.parameters(), lr=settings.learning_rate, eps=settings.adam_eps)
             self.optimizers.append(optim)
             self.schedulers.append(torch.optim.lr_scheduler.LambdaLR(
                 optim, lambda u: lr_factor(u, total_updates, settings.lr_final_factor, settings.lr_schedule)))
+
+    def track(self, reward: torch.Tensor, done: torch.Tensor) -> None:
+        """Sum raw rewards per env; on done, keep the episode's return and start again."""
+        self.episode_return = self.episode_return + reward
+        finished = done > 0
+        if bool(finished.any()):
+            self.finished.extend(self.episode_return[finished].tolist())
+        self.episode_return = torch.where(finished, torch.zeros_like(reward), self.episode_return)
 
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalize an observation batch, first folding it into the running statistics."""
@@ -273,6 +285,7 @@ class PPO:
                 steps["reward"].append(reward)
                 steps["term"].append(terminated)
                 steps["trunc"].append(truncated)
+                self.track(reward, torch.maximum(terminated, truncated))
                 obs = self.observe(next_obs)
             unroll = {k: torch.stack(v) for k, v in steps.items()}
             rewards_total += float(unroll["reward"].mean())
@@ -360,6 +373,7 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
     agent = PPO(settings, env.obs_size, env.action_size, updates, device)
     log, started = TrainLog(), time.perf_counter()
     obs = agent.observe(env.reset(seed))
+    agent.episode_return = torch.zeros(env.num_envs, device=agent.device)
     for update in range(updates):
         batch, obs = agent.collect(env, obs)
         loss = agent.update(batch, generator)
@@ -367,17 +381,22 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
             raise FloatingPointError(f"NaN or inf at update {update + 1} (loss {loss}, reward {batch.mean_reward})")
         steps = settings.transitions_per_update
         log.env_steps += steps
-        log.steps.append(log.env_steps)
-        log.scores.append(batch.mean_reward * env.episode_length)
+        log.reward_per_step.append(batch.mean_reward)
+        if agent.finished:
+            log.steps.append(log.env_steps)
+            log.scores.append(float(np.mean(agent.finished)))
+            agent.finished = []
         if on_update:
-            on_update(steps, log.scores[-1])
+            on_update(steps, log.scores[-1] if log.scores else float("nan"))
     log.seconds = time.perf_counter() - started
     return log
 
 
-def final_score(scores: list[float]) -> float:
-    """A run's result: the mean score over its last 20% of updates (at least one)."""
-    if not scores:
+def final_score(log: TrainLog, episode_length: int) -> float:
+    """A run's result: the mean return over its last 20% of curve points (at least one); with no
+    finished episode, the mean reward per step of the last 20% of updates x episode length."""
+    values = log.scores or [r * episode_length for r in log.reward_per_step]
+    if not values:
         return float("nan")
-    tail = max(1, len(scores) // 5)
-    return float(np.mean(scores[-tail:]))
+    tail = max(1, len(values) // 5)
+    return float(np.mean(values[-tail:]))

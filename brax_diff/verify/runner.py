@@ -98,16 +98,19 @@ class _Progress:
 
 
 class Runner:
+    # Jitted environments, kept for the process: a second plan in one process (tests, resume)
+    # reuses them instead of tracing and compiling again.
+    _envs: dict[tuple, Any] = {}
+
     def __init__(self, cache: RunCache, device: str, progress: _Progress):
         self.cache, self.device, self.progress = cache, device, progress
-        self._envs: dict[tuple[str, int], Any] = {}
 
-    def env(self, name: str, num_envs: int):
+    def env(self, name: str, num_envs: int, episode_length: int | None):
         from .envs import PlaygroundVecEnv
 
-        key = (name, num_envs)
+        key = (name, num_envs, episode_length, self.device)
         if key not in self._envs:
-            self._envs[key] = PlaygroundVecEnv(name, num_envs, self.device)
+            self._envs[key] = PlaygroundVecEnv(name, num_envs, self.device, episode_length)
         return self._envs[key]
 
     def run(self, spec: RunSpec) -> RunResult:
@@ -133,7 +136,7 @@ class Runner:
         from . import ppo_torch
 
         settings = TrainerSettings.from_json(spec.settings)
-        env = self.env(spec.env, settings.num_envs)
+        env = self.env(spec.env, settings.num_envs, settings.episode_length)
         clock = {"t": time.perf_counter()}
 
         def on_update(steps: int, score: float) -> None:
@@ -142,8 +145,8 @@ class Runner:
             clock["t"] = now
 
         log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update)
-        return RunResult(spec, OK, log.steps, log.scores, ppo_torch.final_score(log.scores), log.env_steps,
-                         log.seconds, device=self.device)
+        return RunResult(spec, OK, log.steps, log.scores, ppo_torch.final_score(log, env.episode_length),
+                         log.env_steps, log.seconds, device=self.device)
 
     def _run_brax(self, spec: RunSpec) -> RunResult:
         import math

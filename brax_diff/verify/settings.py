@@ -96,6 +96,9 @@ class TrainerSettings:
     """Hidden activation: silu, relu, tanh or elu."""
     kernel_init: str = "orthogonal"
     """Hidden and output weights: "orthogonal" (gain sqrt 2, SLM-Lab) or "lecun_uniform"; biases 0."""
+    # -- run shape (no canonical key) -------------------------------------------------------
+    episode_length: int | None = None
+    """Episode step limit; None: the environment's own (1000 for DM Control). Shorter only for tests."""
 
     def __post_init__(self) -> None:
         for name in ("policy_hidden_layers", "value_hidden_layers"):
@@ -229,6 +232,10 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
     return settings, defaults
 
 
+_OPTIONAL_NUMBERS = {"obs_clip": float, "max_grad_norm": float, "std_max": float, "value_clipping": float,
+                     "episode_length": int}
+
+
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """``["num_envs=256", "policy_hidden_layers=32,32"]`` -> typed values for the fields."""
     out: dict[str, Any] = {}
@@ -239,6 +246,8 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
         if not sep or name not in FIELDS:
             raise BraxDiffError(f"bad override {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(FIELDS)}")
         current = getattr(defaults, name)
+        if current is None:  # an optional number: its type by name
+            current = _OPTIONAL_NUMBERS[name]()
         text = text.strip()
         try:
             if isinstance(current, tuple):
