@@ -157,5 +157,6 @@ def test_initializers():
     product = ortho.weight @ ortho.weight.T
     assert torch.allclose(product, 2.0 * torch.eye(16), atol=1e-5)  # gain sqrt 2
     lecun = ppo_torch.mlp(12, (64,), 4, "relu", "lecun_uniform")[0]
-    assert float(lecun.weight.abs().max()) <= math.sqrt(3 / 12) and float(lecun.bias.abs().max()) == 0.0
+    assert float(lecun.weight.detach().abs().max()) <= math.sqrt(3 / 12)
+    assert float(lecun.bias.detach().abs().max()) == 0.0
     assert isinstance(ppo_torch.mlp(3, (8, 8), 1, "tanh", "orthogonal")[1], torch.nn.Tanh)

@@ -67,6 +67,7 @@ class _Progress:
         self.enabled = enabled
         self.total_runs = len(plan.runs)
         self.done = 0
+        self.advanced = 0  # env steps shown for the run in progress
         if not enabled:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -83,13 +84,16 @@ class _Progress:
             self.bar.update(self.task, description=f"{spec.env} {spec.arm} seed {spec.seed}")
 
     def advance(self, steps: int, rate: float | None = None) -> None:
+        self.advanced += steps
         if self.enabled:
             self.bar.update(self.task, advance=steps, **({"rate": f"{rate:,.0f}"} if rate else {}))
 
     def finish_run(self, result: RunResult) -> None:
+        """The bar counts each run's budget: a cached or failed run fills its share at once."""
         self.done += 1
+        remaining = max(0, result.spec.budget - self.advanced)
+        self.advanced = 0
         if self.enabled:
-            remaining = max(0, result.spec.budget - result.env_steps)  # the bar counts budget per run
             self.bar.update(self.task, advance=remaining, runs=f"{self.done}/{self.total_runs}")
 
     def close(self) -> None:
