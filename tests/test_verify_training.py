@@ -163,3 +163,23 @@ def test_brax_reference_run(workdir):
     assert reference.status == OK, reference.error
     assert reference.steps[0] == 0 and reference.env_steps >= BUDGET
     assert result.reference[ENV]["brax_finished"] == 1
+
+
+def test_cli_verify_reuses_the_cache_and_prints_verdicts(first_result, workdir, tmp_path, capsys):
+    from test_verify_plan import write_pair
+
+    from brax_diff.cli import main
+
+    code = main(["verify", *write_pair(tmp_path), "--seeds", "3", "--budget", str(BUDGET), "--keys", "learning_rate",
+                 "--set", "episode_length=50", "--no-reference", "--cache", str(workdir / "cache"),
+                 "--output", str(tmp_path / "out"), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err.strip() == runner_module.CPU_HINT
+    lines = captured.out.splitlines()
+    assert lines[0].startswith("verify: 6 runs on cpu in ") and lines[0].endswith("(0 failed)")
+    verdict = first_result[0].verdicts["learning_rate"]["verdict"]
+    assert lines[1].split()[:2] == ["learning_rate", verdict.split()[0]]
+    assert lines[-1] == f"results: {tmp_path / 'out' / 'verify.json'}"
+    saved = json.loads((tmp_path / "out" / "verify.json").read_text())
+    assert [r["final_score"] for r in saved["runs"]] == [r.final_score for r in first_result[0].results]

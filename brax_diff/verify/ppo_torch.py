@@ -78,6 +78,7 @@ class RunningMeanStd:
 
     def update(self, x: torch.Tensor) -> None:
         x = x.detach().to(torch.float64).reshape(-1, self.mean.shape[0])
+        self.mean, self.var = self.mean.to(x.device), self.var.to(x.device)  # follow the data (GPU)
         batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
         total = self.count + n
         delta = batch_mean - self.mean
