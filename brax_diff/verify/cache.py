@@ -34,6 +34,7 @@ class RunResult:
     seconds: float = 0.0
     error: str | None = None
     device: str = "cpu"
+    score_kind: str = "episode_return"  # or "reward_per_step_x_episode_length" (no episode finished)
 
     @property
     def steps_per_second(self) -> float:
@@ -42,13 +43,14 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec.to_json(), "status": self.status, "steps": self.steps, "scores": self.scores,
                 "final_score": self.final_score, "env_steps": self.env_steps, "seconds": round(self.seconds, 3),
-                "error": self.error, "device": self.device}
+                "error": self.error, "device": self.device, "score_kind": self.score_kind}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunResult":
         return cls(RunSpec.from_json(data["spec"]), data["status"], list(data.get("steps", [])),
                    list(data.get("scores", [])), data.get("final_score"), int(data.get("env_steps", 0)),
-                   float(data.get("seconds", 0.0)), data.get("error"), data.get("device", "cpu"))
+                   float(data.get("seconds", 0.0)), data.get("error"), data.get("device", "cpu"),
+                   data.get("score_kind", "episode_return"))
 
 
 class RunCache:

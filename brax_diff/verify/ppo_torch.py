@@ -233,6 +233,7 @@ class TrainLog:
     steps: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     reward_per_step: list[float] = field(default_factory=list)
+    update_steps: list[int] = field(default_factory=list)
     env_steps: int = 0
     seconds: float = 0.0
 
@@ -383,6 +384,7 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
         steps = settings.transitions_per_update
         log.env_steps += steps
         log.reward_per_step.append(batch.mean_reward)
+        log.update_steps.append(log.env_steps)
         if agent.finished:
             log.steps.append(log.env_steps)
             log.scores.append(float(np.mean(agent.finished)))
@@ -391,6 +393,14 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
             on_update(steps, log.scores[-1] if log.scores else float("nan"))
     log.seconds = time.perf_counter() - started
     return log
+
+
+def curve(log: TrainLog, episode_length: int) -> tuple[list[int], list[float], str]:
+    """(steps, scores, kind): finished-episode returns, or with none finished (a budget shorter
+    than one episode) each update's reward per step x episode length."""
+    if log.scores:
+        return log.steps, log.scores, "episode_return"
+    return log.update_steps, [r * episode_length for r in log.reward_per_step], "reward_per_step_x_episode_length"
 
 
 def final_score(log: TrainLog, episode_length: int) -> float:

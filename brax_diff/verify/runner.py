@@ -149,8 +149,9 @@ class Runner:
             clock["t"] = now
 
         log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update)
-        return RunResult(spec, OK, log.steps, log.scores, ppo_torch.final_score(log, env.episode_length),
-                         log.env_steps, log.seconds, device=self.device)
+        steps, scores, kind = ppo_torch.curve(log, env.episode_length)
+        return RunResult(spec, OK, steps, scores, ppo_torch.final_score(log, env.episode_length), log.env_steps,
+                         log.seconds, device=self.device, score_kind=kind)
 
     def _run_brax(self, spec: RunSpec) -> RunResult:
         import math
