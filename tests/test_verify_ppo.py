@@ -160,3 +160,24 @@ def test_initializers():
     assert float(lecun.weight.detach().abs().max()) <= math.sqrt(3 / 12)
     assert float(lecun.bias.detach().abs().max()) == 0.0
     assert isinstance(ppo_torch.mlp(3, (8, 8), 1, "tanh", "orthogonal")[1], torch.nn.Tanh)
+
+
+def test_score_is_episode_return_or_reward_per_step_when_no_episode_finished():
+    short = ppo_torch.TrainLog(reward_per_step=[0.2, 0.4, 0.5, 0.6, 0.8], update_steps=[10, 20, 30, 40, 50])
+    assert ppo_torch.curve(short, 1000) == ([10, 20, 30, 40, 50], [200.0, 400.0, 500.0, 600.0, 800.0],
+                                            "reward_per_step_x_episode_length")
+    assert ppo_torch.final_score(short, 1000) == 800.0  # last 20% of 5 points: the last one
+    episodes = ppo_torch.TrainLog(steps=[100, 200], scores=[30.0, 50.0], reward_per_step=[0.1, 0.2],
+                                  update_steps=[50, 100])
+    assert ppo_torch.curve(episodes, 1000) == ([100, 200], [30.0, 50.0], "episode_return")
+    assert ppo_torch.final_score(episodes, 1000) == 50.0
+    assert math.isnan(ppo_torch.final_score(ppo_torch.TrainLog(), 1000))
+
+
+def test_track_keeps_finished_episode_returns():
+    agent = small_agent()
+    agent.episode_return = torch.zeros(2)
+    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([0.0, 0.0]))
+    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
+    agent.track(torch.tensor([5.0, 2.0]), torch.tensor([0.0, 1.0]))
+    assert agent.finished == [2.0, 6.0] and agent.episode_return.tolist() == [5.0, 0.0]
