@@ -1,0 +1,74 @@
+"""Finished runs on disk, one JSON file per run, named by the hash of what defines it.
+
+The hash covers trainer, settings, environment, seed, budget and the brax-diff version
+(:meth:`RunSpec.run_id`), so an interrupted ``verify`` picks up where it stopped and a
+changed setting never reuses a stale result. Files are written atomically: a run is either
+recorded whole or not at all. A failed run is recorded too (status "failed" and its error).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..facts import dumps
+from ..io import write_atomic
+from .plan import RunSpec
+
+OK, FAILED = "ok", "failed"
+
+
+@dataclass
+class RunResult:
+    """What one run produced: the learning curve, its final score, or the error it died of."""
+
+    spec: RunSpec
+    status: str
+    steps: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    final_score: float | None = None
+    env_steps: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    device: str = "cpu"
+    score_kind: str = "episode_return"  # or "reward_per_step_x_episode_length" (no episode finished)
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.env_steps / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spec": self.spec.to_json(), "status": self.status, "steps": self.steps, "scores": self.scores,
+                "final_score": self.final_score, "env_steps": self.env_steps, "seconds": round(self.seconds, 3),
+                "error": self.error, "device": self.device, "score_kind": self.score_kind}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunResult":
+        return cls(RunSpec.from_json(data["spec"]), data["status"], list(data.get("steps", [])),
+                   list(data.get("scores", [])), data.get("final_score"), int(data.get("env_steps", 0)),
+                   float(data.get("seconds", 0.0)), data.get("error"), data.get("device", "cpu"),
+                   data.get("score_kind", "episode_return"))
+
+
+class RunCache:
+    def __init__(self, directory: str | Path, version: str = __version__):
+        self.directory, self.version = Path(directory), version
+
+    def path(self, spec: RunSpec) -> Path:
+        return self.directory / "runs" / f"{spec.run_id(self.version)}.json"
+
+    def load(self, spec: RunSpec) -> RunResult | None:
+        """The recorded result of this exact run, or None (never recorded, or unreadable)."""
+        path = self.path(spec)
+        try:
+            return RunResult.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def store(self, result: RunResult) -> Path:
+        data = result.to_json()
+        data["identity"] = result.spec.identity(self.version)
+        return write_atomic(self.path(result.spec), dumps(data))

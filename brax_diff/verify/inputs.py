@@ -1,0 +1,61 @@
+"""The two Extractions a verification compares, per environment.
+
+From the repositories at their refs through the extractors (imported lazily: the verify
+stage must not need them to plan from saved JSON), or from Extraction JSON files saved by
+``brax-diff extract ... --format json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import Settings
+from ..errors import BraxDiffError
+from ..facts import Extraction
+
+
+def load_extraction(path: str | Path, side: str) -> Extraction:
+    """An Extraction saved as JSON; it must be the ``side`` it is given for."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BraxDiffError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise BraxDiffError(f"{path}: not JSON: {exc}") from None
+    if isinstance(data, list):
+        if len(data) != 1:
+            raise BraxDiffError(f"{path}: holds {len(data)} extractions, expected one")
+        data = data[0]
+    try:
+        extraction = Extraction.from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BraxDiffError(f"{path}: not an Extraction ({type(exc).__name__}: {exc})") from None
+    if extraction.side != side:
+        raise BraxDiffError(f"{path}: is the {extraction.side!r} side, expected {side!r}")
+    return extraction
+
+
+def extractions_from_repos(settings: Settings, envs: list[str]) -> tuple[dict[str, Extraction], dict[str, Extraction]]:
+    """``({env: brax Extraction}, {env: slm Extraction})`` read from the configured repos and refs."""
+    try:
+        from extractors.brax import BraxExtractor
+        from extractors.slm import SlmExtractor
+    except ImportError as exc:
+        raise BraxDiffError(f"the extractors are not available in this install ({exc}); "
+                            "pass --brax-json and --slm-json instead") from None
+    from ..sources import Repository
+
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    brax_snapshot = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
+    playground_snapshot = Repository(settings.playground_repo, "playground",
+                                     cache_root=cache_root).resolve(settings.playground_ref)
+    slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    brax_extractor = BraxExtractor(brax_snapshot, playground_snapshot)
+    slm_extractor = SlmExtractor(slm_snapshot, spec=settings.spec)
+    brax: dict[str, Extraction] = {}
+    slm: dict[str, Extraction] = {}
+    for env in envs:
+        brax[env] = brax_extractor.env(env)
+        slm[env] = slm_extractor.variant(slm_extractor.variant_for(env=env))
+    return brax, slm

@@ -1,0 +1,183 @@
+"""Each piece of the PyTorch PPO against values computed by hand (no environment needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch PPO needs torch (the verify extra)")
+
+from brax_diff.verify import ppo_torch  # noqa: E402
+from brax_diff.verify.settings import TrainerSettings  # noqa: E402
+
+T3 = dict(rewards=[1.0, 1.0, 1.0], values=[0.5, 0.5, 0.5], next_values=[0.5, 0.5, 2.0])
+
+
+def run_gae(terminated, truncated, bootstrap_on_timeout=True):
+    column = lambda xs: torch.tensor(xs, dtype=torch.float64)[:, None]  # noqa: E731  (T, 1 env)
+    out = ppo_torch.gae(column(T3["rewards"]), column(T3["values"]), column(T3["next_values"]),
+                        column(terminated), column(truncated), discount=0.9, lam=0.5,
+                        bootstrap_on_timeout=bootstrap_on_timeout)
+    return [round(float(v), 10) for v in out[:, 0]]
+
+
+def test_gae_on_a_short_trajectory():
+    # deltas = r + 0.9 V' - V = [0.95, 0.95, 2.3]; gamma * lambda = 0.45
+    # A2 = 2.3, A1 = 0.95 + 0.45 * 2.3 = 1.985, A0 = 0.95 + 0.45 * 1.985 = 1.84325
+    assert run_gae([0, 0, 0], [0, 0, 0]) == [1.84325, 1.985, 2.3]
+
+
+def test_gae_termination_cuts_bootstrap_and_chain():
+    # terminated at t=1: delta1 = 1 - 0.5 = 0.5, A1 = 0.5, A0 = 0.95 + 0.45 * 0.5
+    assert run_gae([0, 1, 0], [0, 0, 0]) == [1.175, 0.5, 2.3]
+
+
+def test_gae_truncation_slm_lab_keeps_the_chain_brax_masks_it():
+    assert run_gae([0, 0, 0], [0, 1, 0], bootstrap_on_timeout=True) == [1.84325, 1.985, 2.3]
+    # Brax: delta1 masked to 0 and the chain cut at t=1: A1 = 0, A0 = 0.95
+    assert run_gae([0, 0, 0], [0, 1, 0], bootstrap_on_timeout=False) == [0.95, 0.0, 2.3]
+
+
+def test_std_clamp_and_transforms():
+    raw = torch.tensor([-10.0, 0.0, 3.0])
+    slm = TrainerSettings()  # clamped_exp, log-std in [-5, 0.5]
+    assert ppo_torch.std_from_raw(raw, slm).tolist() == pytest.approx([math.exp(-5), 1.0, math.exp(0.5)])
+    brax = TrainerSettings(std_transform="softplus", std_min=0.001, std_max=None)
+    assert ppo_torch.std_from_raw(torch.tensor([0.0]), brax).item() == pytest.approx(math.log(2) + 0.001)
+    assert ppo_torch.std_from_raw(torch.tensor([-30.0]), brax).item() == pytest.approx(0.001, abs=1e-9)
+
+
+def test_linear_decay_factor_at_chosen_updates():
+    assert ppo_torch.lr_factor(0, 100, 0.033, "linear_decay") == 1.0
+    assert ppo_torch.lr_factor(50, 100, 0.033, "linear_decay") == pytest.approx(1 - 50 * 0.967 / 100)
+    assert ppo_torch.lr_factor(100, 100, 0.033, "linear_decay") == pytest.approx(0.033)
+    assert ppo_torch.lr_factor(250, 100, 0.033, "linear_decay") == pytest.approx(0.033)
+    assert ppo_torch.lr_factor(50, 100, 0.033, "constant") == 1.0
+
+
+def test_lambda_lr_moves_both_optimizers_once_per_update():
+    agent = ppo_torch.PPO(TrainerSettings(num_envs=4, unroll_length=5, minibatch_transitions=10,
+                                          policy_hidden_layers=(8,), value_hidden_layers=(8,)), 3, 1, 10)
+    for _ in range(5):
+        for optimizer, scheduler in zip(agent.optimizers, agent.schedulers):
+            optimizer.step()  # no gradients yet: moves nothing, keeps the documented call order
+            scheduler.step()
+    for optimizer in agent.optimizers:
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * (1 - 5 * 0.967 / 10))
+
+
+def test_standardize_uses_the_unbiased_std():
+    out = ppo_torch.standardize(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    std = math.sqrt(5 / 3)  # sum of squared deviations 5, over n - 1
+    assert out.tolist() == pytest.approx([-1.5 / std, -0.5 / std, 0.5 / std, 1.5 / std])
+    assert ppo_torch.standardize(torch.tensor([7.0])).tolist() == [7.0]
+
+
+def small_agent(**changes):
+    settings = TrainerSettings(num_envs=4, unroll_length=5, epochs_per_update=3, minibatch_transitions=7,
+                               policy_hidden_layers=(8,), value_hidden_layers=(8,), **changes)
+    torch.manual_seed(0)
+    return ppo_torch.PPO(settings, 3, 2, 10)
+
+
+def test_per_minibatch_standardization_makes_the_policy_loss_scale_free():
+    obs, raw = torch.randn(6, 3), torch.randn(6, 2)
+    agent = small_agent()
+    old = agent.policy(obs).log_prob(raw).detach()
+    adv = torch.tensor([1.0, -2.0, 0.5, 3.0, -1.0, 0.0])
+    scoped = agent.policy_loss(obs, raw, old, adv)
+    assert agent.policy_loss(obs, raw, old, 10 * adv + 5).item() == pytest.approx(scoped.item(), rel=1e-5)
+    batch_scope = small_agent(advantage_normalization_scope="batch")  # standardized before, not here
+    assert batch_scope.policy_loss(obs, raw, old, 10 * adv + 5).item() != pytest.approx(
+        batch_scope.policy_loss(obs, raw, old, adv).item(), rel=1e-3)
+    # at ratio 1 the surrogate is the mean advantage, 0 after standardizing: only the entropy term is left
+    entropy = agent.policy(obs).entropy().mean()
+    assert scoped.item() == pytest.approx(-0.01 * entropy.item(), abs=1e-6)
+
+
+def test_update_runs_epochs_times_minibatches_steps_after_slm_lab_rounding():
+    agent = small_agent()
+    assert agent.s.effective_minibatch == 10 and agent.s.minibatches_per_epoch == 2  # 20 transitions, 7 -> 10
+    n = agent.s.transitions_per_update
+    batch = ppo_torch.Batch(torch.randn(n, 3), torch.randn(n, 2), torch.zeros(n), torch.randn(n), torch.randn(n),
+                            torch.zeros(n), 0.5)
+    agent.update(batch, torch.Generator().manual_seed(0))
+    for optimizer in agent.optimizers:
+        steps = {int(state["step"]) for state in optimizer.state.values()}
+        assert steps == {3 * 2}
+
+
+def test_gradient_clipping_bounds_the_norm():
+    agent = small_agent(max_grad_norm=0.01, learning_rate=0.0)
+    loss = agent.value(torch.randn(5, 3) * 100).pow(2).sum()
+    agent.step(agent.value, agent.optimizers[1], loss)
+    norm = torch.sqrt(sum(p.grad.pow(2).sum() for p in agent.value.parameters()))
+    assert norm.item() == pytest.approx(0.01, rel=1e-4)
+
+
+def test_running_obs_statistics_match_numpy_and_clip():
+    import numpy as np
+
+    stats = ppo_torch.RunningMeanStd(2, eps=0.0, clip=1.5)
+    a, b = torch.tensor([[0.0, 1.0], [2.0, 3.0]]), torch.tensor([[4.0, 5.0], [6.0, 7.0], [8.0, 9.0]])
+    stats.update(a)
+    stats.update(b)
+    both = np.concatenate([a.numpy(), b.numpy()])
+    assert stats.mean.tolist() == pytest.approx(both.mean(0).tolist())
+    assert stats.var.tolist() == pytest.approx(both.var(0).tolist())
+    assert stats.normalize(torch.tensor([[100.0, 5.0]]))[0].tolist() == pytest.approx([1.5, 0.0])
+
+
+def test_return_normalizer_floors_std_at_one_and_clips_at_ten():
+    small = ppo_torch.ReturnNormalizer()
+    small.update(torch.tensor([0.1, -0.1]))
+    assert small.std == 1.0 and small.normalize(torch.tensor([25.0, 0.5])).tolist() == [10.0, 0.5]
+    large = ppo_torch.ReturnNormalizer()
+    large.update(torch.tensor([100.0, -100.0]))  # population variance 10000
+    assert large.std == pytest.approx(100.0) and large.normalize(torch.tensor([50.0])).item() == pytest.approx(0.5)
+
+
+def test_tanh_normal_log_prob_matches_torch_transformed_distribution():
+    from torch.distributions import Normal, TanhTransform, TransformedDistribution
+
+    loc, std = torch.tensor([[0.2, -0.3]]), torch.tensor([[0.5, 0.8]])
+    raw = torch.tensor([[0.4, -1.1]])
+    ours = ppo_torch.ActionDistribution(loc, std, squash=True).log_prob(raw)
+    reference = TransformedDistribution(Normal(loc, std), [TanhTransform()]).log_prob(torch.tanh(raw)).sum(-1)
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-5)
+    plain = ppo_torch.ActionDistribution(loc, std, squash=False)
+    assert plain.log_prob(raw).item() == pytest.approx(Normal(loc, std).log_prob(raw).sum().item())
+    _, action = plain.sample()
+    assert action.abs().max() <= 1.0
+
+
+def test_initializers():
+    ortho = ppo_torch.mlp(16, (16,), 4, "silu", "orthogonal")[0]
+    product = ortho.weight @ ortho.weight.T
+    assert torch.allclose(product, 2.0 * torch.eye(16), atol=1e-5)  # gain sqrt 2
+    lecun = ppo_torch.mlp(12, (64,), 4, "relu", "lecun_uniform")[0]
+    assert float(lecun.weight.detach().abs().max()) <= math.sqrt(3 / 12)
+    assert float(lecun.bias.detach().abs().max()) == 0.0
+    assert isinstance(ppo_torch.mlp(3, (8, 8), 1, "tanh", "orthogonal")[1], torch.nn.Tanh)
+
+
+def test_score_is_episode_return_or_reward_per_step_when_no_episode_finished():
+    short = ppo_torch.TrainLog(reward_per_step=[0.2, 0.4, 0.5, 0.6, 0.8], update_steps=[10, 20, 30, 40, 50])
+    assert ppo_torch.curve(short, 1000) == ([10, 20, 30, 40, 50], [200.0, 400.0, 500.0, 600.0, 800.0],
+                                            "reward_per_step_x_episode_length")
+    assert ppo_torch.final_score(short, 1000) == 800.0  # last 20% of 5 points: the last one
+    episodes = ppo_torch.TrainLog(steps=[100, 200], scores=[30.0, 50.0], reward_per_step=[0.1, 0.2],
+                                  update_steps=[50, 100])
+    assert ppo_torch.curve(episodes, 1000) == ([100, 200], [30.0, 50.0], "episode_return")
+    assert ppo_torch.final_score(episodes, 1000) == 50.0
+    assert math.isnan(ppo_torch.final_score(ppo_torch.TrainLog(), 1000))
+
+
+def test_track_keeps_finished_episode_returns():
+    agent = small_agent()
+    agent.episode_return = torch.zeros(2)
+    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([0.0, 0.0]))
+    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
+    agent.track(torch.tensor([5.0, 2.0]), torch.tensor([0.0, 1.0]))
+    assert agent.finished == [2.0, 6.0] and agent.episode_return.tolist() == [5.0, 0.0]
