@@ -273,3 +273,23 @@ def test_missing_extractors_are_a_clear_error(workspace, monkeypatch, capsys):
     monkeypatch.setitem(__import__("sys").modules, "extractors.brax", None)
     assert run(workspace) == 2
     assert "error: the extractors cannot be imported" in capsys.readouterr().err
+
+
+def test_verification_verdicts_join_the_report_with_plot_links(workspace, capsys):
+    verify_dir = workspace["work"] / "runs"
+    verify_dir.mkdir()
+    (verify_dir / "verify.json").write_text(json.dumps({"verdicts": {"clip_epsilon": {
+        "verdict": "supported", "seeds": 5, "iqm_delta": 120.5, "ci": [40.0, 200.0], "poi": 0.9,
+        "plot": "plots/CartpoleBalance-clip_epsilon.png"}}}), encoding="utf-8")
+    assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "verify.json")) == 0
+    text = (workspace["work"] / "reports" / "dm_control.md").read_text(encoding="utf-8")
+    assert "| Verification |" in text
+    assert ("[supported](../runs/plots/CartpoleBalance-clip_epsilon.png) at 5 seeds, IQM Δ +120 [40, 200]"
+            in text)
+    data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())
+    assert data["verification"]["clip_epsilon"]["verdict"] == "supported"
+
+    (verify_dir / "bad.json").write_text("[]", encoding="utf-8")
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "bad.json")) == 2
+    assert "not a verify.json" in capsys.readouterr().err

@@ -7,6 +7,7 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -18,8 +19,8 @@ from rich.table import Table
 from ..config import Settings, load_settings
 from ..errors import BraxDiffError, ConfigError
 from ..io import write_atomic
-from ..render import (FORMATS, Scope, generate, read_previous, render_json, same_findings, render_markdown,
-                      render_rules_markdown, worst_at_or_above)
+from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
+                      render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
 from ..sources import Repository
 from .common import print_json, stderr_console, stdout_console
@@ -116,6 +117,11 @@ def report_command(
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
                                           "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
+    verification: Optional[str] = typer.Option(None, "--verification",
+                                               help="A verify.json from `brax-diff verify`: its verdicts join "
+                                               "the report."),
+    verify: bool = typer.Option(False, "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
+                                "environment first and show the verdicts (needs the verify extra)."),
 ) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     if family and env:
@@ -142,6 +148,9 @@ def report_command(
     scopes = _scopes(brax_extractor, family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
+    if verification and verify:
+        raise BraxDiffError("--verification and --verify exclude each other")
+    loaded_verification = _read_verification(verification) if verification else None
 
     rendered: list[tuple[Path | None, str]] = []
     models: dict[Path | None, dict] = {}
@@ -150,7 +159,16 @@ def report_command(
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
         previous_path = previous or (default_previous.with_suffix(".json") if default_previous else None)
+        report_dir = (default_previous or Path(settings.reports_dir) / scope.name).parent
+        verdicts = None
+        if loaded_verification is not None:
+            verdicts = verification_entries(loaded_verification, Path(verification).parent, report_dir)
+        elif verify:
+            verify_dir = Path(settings.reports_dir) / "verify" / scope.name
+            result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir)
+            verdicts = verification_entries(result, verify_dir, report_dir)
         model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
+                         verification=verdicts,
                          previous=read_previous(previous_path) if previous_path else None,
                          rules_origin="shipped" if settings.rules is None else settings.rules)
         for kind, path in sorted(targets.items()):
@@ -181,6 +199,40 @@ def report_command(
                 err.print(f"wrote {path}")
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+
+
+def _read_verification(path: str) -> dict:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BraxDiffError(f"--verification {path}: not a verify.json ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("verdicts"), dict):
+        raise BraxDiffError(f"--verification {path}: not a verify.json (no verdicts)")
+    return data
+
+
+# The environment `report --verify` trains on when the scope is a family.
+VERIFY_ENV_FOR_FAMILY = {"dm_control": "CartpoleBalance"}
+
+
+def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None, settings: Settings,
+                output_dir: Path) -> dict:
+    """`brax-diff verify` with its defaults on the scope's environment; the result's JSON."""
+    from ..verify import build_plan, run_plan, training_stack_missing
+
+    env = scope.env or VERIFY_ENV_FOR_FAMILY.get(scope.family or "")
+    if env is None:
+        raise BraxDiffError(f"--verify on family {scope.family} needs --env (only DM Control environments "
+                            "load offline)")
+    missing = training_stack_missing()
+    if missing:
+        raise BraxDiffError(f"--verify needs the verify extra ({missing} is not installed): "
+                            "pip install 'brax-diff[verify]'")
+    family = brax_extractor.family_of(env)
+    slm = slm_extractor.variant(variant or slm_extractor.variant_for(family=family, env=env))
+    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], seeds=5, budget=1_000_000)
+    cache = Path(settings.cache_dir or ".brax-diff-cache") / "verify"
+    return run_plan(plan, cache, output_dir=output_dir).to_json()
 
 
 def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[Path], list[Path]]:

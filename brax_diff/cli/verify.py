@@ -31,13 +31,15 @@ def verify(
     brax_json: Optional[Path] = typer.Option(None, "--brax-json", help="A saved brax Extraction instead of the repo."),
     slm_json: Optional[Path] = typer.Option(None, "--slm-json", help="A saved slm Extraction instead of the repo."),
     brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Path or URL of google/brax."),
-    brax_ref: Optional[str] = typer.Option(None, "--brax-ref"),
+    brax_ref: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref (default: main)."),
     playground_repo: Optional[str] = typer.Option(None, "--playground-repo",
                                                   help="Path or URL of google-deepmind/mujoco_playground."),
-    playground_ref: Optional[str] = typer.Option(None, "--playground-ref"),
+    playground_ref: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
+                                                 help="MuJoCo Playground ref (default: main)."),
     slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="Path or URL of SLM-Lab."),
-    slm_ref: Optional[str] = typer.Option(None, "--slm-ref"),
+    slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref (default: HEAD)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Plan and run baseline / variant / reference trainings; a verdict per difference."""
@@ -57,7 +59,7 @@ def verify(
     else:
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
-        brax, slm = extractions_from_repos(settings, envs)
+        brax, slm = extractions_from_repos(settings, envs, variant=variant)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
     plan = build_plan(brax, slm, envs=envs, seeds=seeds, budget=budget, keys=key_list,
                       overrides=parse_overrides(overrides), reference=not no_reference)

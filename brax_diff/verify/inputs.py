@@ -36,8 +36,10 @@ def load_extraction(path: str | Path, side: str) -> Extraction:
     return extraction
 
 
-def extractions_from_repos(settings: Settings, envs: list[str]) -> tuple[dict[str, Extraction], dict[str, Extraction]]:
-    """``({env: brax Extraction}, {env: slm Extraction})`` read from the configured repos and refs."""
+def extractions_from_repos(settings: Settings, envs: list[str], variant: str | None = None,
+                           ) -> tuple[dict[str, Extraction], dict[str, Extraction]]:
+    """``({env: brax Extraction}, {env: slm Extraction})`` read from the configured repos and refs;
+    each env is compared with ``variant``, else the SLM-Lab variant mapped to it or its family."""
     try:
         from extractors.brax import BraxExtractor
         from extractors.slm import SlmExtractor
@@ -57,5 +59,6 @@ def extractions_from_repos(settings: Settings, envs: list[str]) -> tuple[dict[st
     slm: dict[str, Extraction] = {}
     for env in envs:
         brax[env] = brax_extractor.env(env)
-        slm[env] = slm_extractor.variant(slm_extractor.variant_for(env=env))
+        name = variant or slm_extractor.variant_for(family=brax_extractor.family_of(env), env=env)
+        slm[env] = slm_extractor.variant(name)
     return brax, slm
