@@ -72,25 +72,6 @@ def scope_label(scope: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(scope.items()) if v is not None) or "defaults"
 
 
-class TrackingSnapshot(Snapshot):
-    """A Snapshot that also records existence checks and directory listings in ``reads``.
-
-    A listing is recorded as ``"dir/"`` -> tree id, so a file added to a directory an
-    extractor scans (a new environment module) makes that commit a candidate.
-    """
-
-    def blob_id(self, path: str) -> str | None:
-        found = super().blob_id(path)
-        self.reads.setdefault(path, found)
-        return found
-
-    def listdir(self, path: str) -> list[str]:
-        key = path.strip("/") + "/"
-        obj = self._object(path.strip("/")) if path.strip("/") else self.commit.tree
-        self.reads.setdefault(key, obj.hexsha if obj is not None and obj.type == "tree" else None)
-        return super().listdir(path)
-
-
 def object_id(commit, path: str) -> str | None:
     """Blob id of ``path`` at ``commit`` (tree id for ``dir/``); None when absent."""
     is_dir = path.endswith("/")
@@ -381,8 +362,8 @@ class HistoryEngine:
         return self._ids[side]
 
     # -- one extraction, through the cache ------------------------------------------------
-    def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, TrackingSnapshot]:
-        return {side: TrackingSnapshot(self.repos[side], commit, commit.hexsha) for side, commit in commits.items()}
+    def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, Snapshot]:
+        return {side: Snapshot(self.repos[side], commit, commit.hexsha) for side, commit in commits.items()}
 
     def outcome(self, recipe: Recipe, commits: Mapping[str, Any], preferred: dict[str, list[str]] | None = None) -> Outcome:
         """The recipe's facts at ``commits`` (side -> git.Commit), from the cache when possible."""

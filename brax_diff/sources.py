@@ -152,7 +152,9 @@ class Snapshot:
     repository: Repository
     commit: git.Commit
     ref: str
-    reads: dict[str, str | None] = field(default_factory=dict)  # path -> blob id (None: missing)
+    # Everything this snapshot's answers depended on: path -> blob id (None: missing),
+    # "dir/" -> tree id for listings. History and the fact cache compare these ids.
+    reads: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def sha(self) -> str:
@@ -178,15 +180,21 @@ class Snapshot:
         except KeyError:
             return None
 
+    def object_id(self, path: str) -> str | None:
+        """Blob id of ``path`` (tree id of ``dir/``) at this commit; None when absent. Reads nothing."""
+        is_dir = path.endswith("/")
+        clean = path.strip("/")
+        obj = self._object(clean) if clean else self.commit.tree
+        return obj.hexsha if obj is not None and obj.type == ("tree" if is_dir else "blob") else None
+
     def blob_id(self, path: str) -> str | None:
-        obj = self._object(path)
-        return obj.hexsha if obj is not None and obj.type == "blob" else None
+        """Blob id of ``path``; recorded in ``reads``, since the caller's answer depends on it."""
+        found = self.object_id(path)
+        self.reads.setdefault(path, found)
+        return found
 
     def exists(self, path: str) -> bool:
-        found = self.blob_id(path) is not None
-        if not found:
-            self.reads.setdefault(path, None)
-        return found
+        return self.blob_id(path) is not None
 
     def read(self, path: str) -> str:
         """The file's text at this commit; a missing file is a one-line SourceError."""
@@ -200,7 +208,9 @@ class Snapshot:
 
     def listdir(self, path: str) -> list[str]:
         """Names in a directory at this commit (sorted); [] when it does not exist."""
-        obj = self._object(path.rstrip("/")) if path.strip("/") else self.commit.tree
+        key = path.strip("/") + "/"  # a listing is recorded as "dir/" -> tree id
+        self.reads.setdefault(key, self.object_id(key))
+        obj = self._object(path.strip("/")) if path.strip("/") else self.commit.tree
         if obj is None or obj.type != "tree":
             return []
         return sorted(item.name for item in obj)

@@ -40,6 +40,8 @@ def test_reads_are_recorded_with_blob_ids(repo_dir):
     assert old.reads["pkg/missing.py"] is None
     assert old.listdir("pkg") == ["a.py", "b.py"]
     assert old.listdir("nope") == []
+    assert old.reads["pkg/"] == old.object_id("pkg/") != new.object_id("pkg/")  # listings count as reads
+    assert old.reads["nope/"] is None
 
 
 def test_web_url_comes_from_github_origin_else_side_default(repo_dir, tmp_path):

@@ -16,7 +16,10 @@ import typer
 import yaml
 from rich.table import Table
 
+from ..cached import CachedExtractor
 from ..config import Settings, load_settings
+from ..factcache import FactCache
+from ..factcache import cache_root as fact_cache_root
 from ..errors import BraxDiffError, ConfigError
 from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
@@ -120,6 +123,8 @@ def report_command(
     verification: Optional[str] = typer.Option(None, "--verification",
                                                help="A verify.json from `brax-diff verify`: its verdicts join "
                                                "the report."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Extract everything again; do not read or write "
+                                  "the fact cache."),
     verify: bool = typer.Option(False, "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
                                 "environment first and show the verdicts (needs the verify extra)."),
 ) -> None:
@@ -142,9 +147,16 @@ def report_command(
     playground_snap = Repository(settings.playground_repo, "playground",
                                  cache_root=cache_root).resolve(settings.playground_ref)
     slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    set_values = parse_sets(sets)
+    mapping = _load_mapping(settings.mapping)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
-    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=parse_sets(sets),
-                                 mapping=_load_mapping(settings.mapping))
+    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
+    if not no_cache:  # a rerun whose blobs have not moved parses nothing
+        cache = FactCache(fact_cache_root(settings.cache_dir))
+        brax_extractor = CachedExtractor(brax_extractor, "brax", {"brax": brax_snap, "playground": playground_snap},
+                                         cache, ("defaults", "family", "env"))
+        slm_extractor = CachedExtractor(slm_extractor, "slm", {"slm": slm_snap}, cache, ("variant",),
+                                        identity={"spec": settings.spec, "sets": set_values, "mapping": mapping})
     scopes = _scopes(brax_extractor, family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
