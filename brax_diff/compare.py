@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .facts import Extraction, Fact
+from .facts import Extraction, Fact, format_value
 from .vocabulary import KEYS, TOPICS
 
 STATUSES = ("match", "differs", "missing_brax", "missing_slm")
@@ -96,18 +96,8 @@ def _ratio(a: Any, b: Any) -> float | None:
     return max(abs(a), abs(b)) / min(abs(a), abs(b))
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_format(v) for v in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _differs_reason(brax: Any, slm: Any) -> str:
-    text = f"Brax {_format(brax)} vs SLM-Lab {_format(slm)}"
+    text = f"Brax {format_value(brax)} vs SLM-Lab {format_value(slm)}"
     ratio = _ratio(brax, slm)
     if ratio is not None:
         larger = "Brax" if abs(brax) > abs(slm) else "SLM-Lab"

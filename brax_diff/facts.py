@@ -204,6 +204,20 @@ def normalize_value(value: Any) -> JSONValue:
     raise TypeError(f"fact values must be JSON-native, got {type(value).__name__}")
 
 
+def format_value(value: Any) -> str:
+    """A value as people read it: JSON-like, lists in brackets, null for None; a long float
+    prints to 4 significant digits (exp(0.5) as 1.649) while the JSON keeps every digit."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if len(repr(value)) <= 8 else f"{value:.4g}"
+    return str(value)
+
+
 def dumps(data: Any) -> str:
     """The one JSON encoding brax-diff writes: sorted keys, 2-space indent, final newline."""
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"

@@ -25,7 +25,7 @@ import brax_diff
 
 from .compare import compare, key_order, values_equal
 from .errors import BraxDiffError, ConfigError
-from .facts import Extraction, Provenance, dumps
+from .facts import Extraction, Provenance, dumps, format_value
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
@@ -45,20 +45,6 @@ def templates_dir() -> Path:
 # --------------------------------------------------------------------------------------
 # Formatting helpers shared by the templates
 # --------------------------------------------------------------------------------------
-
-
-def format_value(value: Any) -> str:
-    """A value as the report prints it: JSON-like, lists in brackets, null for None."""
-    if isinstance(value, list):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        # exp(0.5) prints as 1.649; the JSON keeps every digit.
-        return repr(value) if len(repr(value)) <= 8 else f"{value:.4g}"
-    return str(value)
 
 
 def md_cell(text: Any) -> str:

@@ -8,7 +8,8 @@ from typing import Iterable
 from rich.console import Console
 from rich.table import Table
 
-from ..facts import Extraction, dumps
+from ..errors import BraxDiffError
+from ..facts import Extraction, dumps, format_value
 from ..vocabulary import KEYS, TOPICS
 
 FORMATS = ("table", "json")
@@ -22,14 +23,15 @@ def stderr_console() -> Console:
     return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
-def format_value(value) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(format_value(v) for v in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``--set`` values, ``["max_frame=1e8", "env=playground/CartpoleBalance"]``, as a dict; a later KEY wins."""
+    sets: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
+        sets[key.strip()] = value
+    return sets
 
 
 def print_json(data) -> None:

@@ -10,18 +10,7 @@ import typer
 from ..config import load_settings
 from ..errors import BraxDiffError
 from ..sources import Repository
-from .common import FORMATS, print_extractions
-
-
-def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """``["max_frame=1e8", "env=playground/CartpoleBalance"]`` -> a dict; later wins."""
-    sets: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
-        sets[key.strip()] = value
-    return sets
+from .common import FORMATS, parse_sets, print_extractions
 
 
 def extract_slm(

@@ -26,7 +26,7 @@ from ..render import (FORMATS, Scope, generate, read_previous, render_json, rend
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
 from ..sources import Repository
-from .common import print_json, stderr_console, stdout_console
+from .common import parse_sets, print_json, stderr_console, stdout_console
 
 RULE_FORMATS = ("table", "md", "json")
 
@@ -57,17 +57,6 @@ def _load_mapping(path: str | None) -> dict | None:
     if not isinstance(data, dict):
         raise ConfigError(f"mapping file {path}: expected a mapping")
     return data
-
-
-def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """``["max_frame=1e8"]`` -> ``{"max_frame": "1e8"}``; a later KEY wins."""
-    sets: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
-        sets[key.strip()] = value
-    return sets
 
 
 def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
