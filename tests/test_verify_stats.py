@@ -77,3 +77,18 @@ def test_scores_shape_is_checked():
         stats.as_scores([])
     with pytest.raises(ValueError, match="same tasks"):
         stats.probability_of_improvement([[1, 2]], [[1]])
+
+
+def test_plot_labels_say_when_no_episode_finished():
+    from brax_diff.verify.cache import RunResult
+    from brax_diff.verify.plan import RunSpec
+    from brax_diff.verify.runner import ESTIMATE_LABEL, _arm
+
+    def result(arm, kind):
+        return RunResult(RunSpec("torch", arm, "CartpoleBalance", 0, 100, {}), "ok", [10, 20], [1.0, 2.0],
+                         score_kind=kind)
+
+    results = [result("baseline", "reward_per_step_x_episode_length"), result("reference", "episode_return")]
+    label, curves = _arm(results, "CartpoleBalance", "baseline", "baseline (SLM-Lab)")
+    assert label == "baseline (SLM-Lab)" + ESTIMATE_LABEL and curves == [([10, 20], [1.0, 2.0])]
+    assert _arm(results, "CartpoleBalance", "reference", "Brax ppo.train")[0] == "Brax ppo.train"

@@ -232,6 +232,17 @@ def _curves(results: list[RunResult], env: str, arm: str):
     return [(r.steps, r.scores) for r in results if r.spec.env == env and r.spec.arm == arm and r.status == OK]
 
 
+# A run shorter than one episode has no episode return: its curve is an estimate, and the
+# plot says so, since it is not comparable with a curve of finished episodes.
+ESTIMATE_LABEL = " [no episode finished: reward/step x episode length]"
+
+
+def _arm(results: list[RunResult], env: str, arm: str, label: str) -> tuple[str, list]:
+    runs = [r for r in results if r.spec.env == env and r.spec.arm == arm and r.status == OK]
+    estimated = any(r.score_kind != "episode_return" for r in runs)
+    return label + (ESTIMATE_LABEL if estimated else ""), _curves(results, env, arm)
+
+
 def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str, str]:
     """One PNG per variant key (first environment that ran it) and one per env for the reference."""
     from .plots import learning_curves
@@ -242,15 +253,16 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
             continue
         name = f"plots/{ablation.env}-{ablation.key}.png"
         learning_curves(output / name, f"{ablation.env}: {ablation.key} slm={ablation.slm} -> brax={ablation.brax}",
-                        {"baseline (SLM-Lab)": _curves(results, ablation.env, "baseline"),
-                         f"variant ({ablation.key} = Brax)": _curves(results, ablation.env, f"variant:{ablation.key}")})
+                        dict([_arm(results, ablation.env, "baseline", "baseline (SLM-Lab)"),
+                              _arm(results, ablation.env, f"variant:{ablation.key}",
+                                   f"variant ({ablation.key} = Brax)")]))
         plots[ablation.key] = name
     if plan.with_reference:
         for env in plan.envs:
             name = f"plots/{env}-reference.png"
             learning_curves(output / name, f"{env}: SLM-Lab settings (PyTorch) vs Brax's trainer",
-                            {"baseline (SLM-Lab)": _curves(results, env, "baseline"),
-                             "Brax ppo.train": _curves(results, env, "reference")})
+                            dict([_arm(results, env, "baseline", "baseline (SLM-Lab)"),
+                                  _arm(results, env, "reference", "Brax ppo.train")]))
             plots[f"reference:{env}"] = name
     return plots
 
