@@ -8,7 +8,6 @@ Scopes are layered: signature defaults < family config < per-env overrides.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
@@ -16,7 +15,8 @@ import libcst as cst
 
 from brax_diff.facts import Provenance
 
-from .pyast import Code, NotLiteral, PyModule, dotted_name, literal
+from .pyast import (Code, NotLiteral, PyModule, calls_named, descendants,  # noqa: F401 (re-exported)
+                    dotted_name, literal)
 
 
 @dataclass(frozen=True)
@@ -41,37 +41,6 @@ class PatternNotFound(Exception):
         self.what = what
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """Direct children, read from the dataclass fields (libcst's ``.children`` runs a
-    visitor per call, which made whole-file queries take seconds). Whitespace is skipped."""
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _FIELDS[type(node)] = tuple(
-            f.name for f in dataclasses.fields(node)
-            if not f.name.startswith(("whitespace", "leading_lines", "lines_after", "header", "footer")))
-    out: list[cst.CSTNode] = []
-    for name in names:
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(item for item in value if isinstance(item, cst.CSTNode))
-    return out
-
-
-def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` (itself included), depth first, children in field order
-    (which follows the source for the statements and expressions queried here)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(_child_nodes(current)))
-
-
 class IndexedModule(PyModule):
     """A PyModule whose function/class lookups are answered from a one-pass index."""
 
@@ -89,17 +58,6 @@ class IndexedModule(PyModule):
 
     def classes(self, name: str) -> list[cst.ClassDef]:
         return list(self._index().get((cst.ClassDef, name), []))
-
-
-def calls_named(node: cst.CSTNode, suffix: str) -> list[cst.Call]:
-    """Calls under ``node`` whose callee's dotted name is ``suffix`` or ends with ``.suffix``."""
-    found = []
-    for child in descendants(node):
-        if isinstance(child, cst.Call):
-            name = dotted_name(child.func) or ""
-            if name == suffix or name.endswith("." + suffix):
-                found.append(child)
-    return found
 
 
 def names_in(node: cst.CSTNode) -> list[str]:

@@ -9,6 +9,7 @@ language upstream configs are written in (numbers with underscores, ``1e-3``, tu
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -173,3 +174,45 @@ def dotted_name(node: cst.CSTNode) -> str | None:
 def call_kwargs(call: cst.Call) -> dict[str, cst.Arg]:
     """Keyword arguments of a call, by name."""
     return {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Direct children, read from the dataclass fields (libcst's ``.children`` runs a
+    visitor per call, which made whole-file queries take seconds). Whitespace is skipped."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node)
+            if not f.name.startswith(("whitespace", "leading_lines", "lines_after", "header", "footer")))
+    out: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return out
+
+
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node`` (itself included), depth first, children in field order
+    (which follows the source for the statements and expressions queried here)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(_child_nodes(current)))
+
+
+def calls_named(node: cst.CSTNode, suffix: str) -> list[cst.Call]:
+    """Calls under ``node`` whose callee's dotted name is ``suffix`` or ends with ``.suffix``."""
+    found = []
+    for child in descendants(node):
+        if isinstance(child, cst.Call):
+            name = dotted_name(child.func) or ""
+            if name == suffix or name.endswith("." + suffix):
+                found.append(child)
+    return found

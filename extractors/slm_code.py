@@ -25,7 +25,7 @@ import libcst.matchers as m
 from brax_diff.errors import SourceError
 from brax_diff.sources import Snapshot
 
-from .pyast import NotLiteral, PyModule, dotted_name, literal
+from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal
 
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 POLICY_UTIL = "slm_lab/agent/algorithm/policy_util.py"
@@ -122,21 +122,7 @@ def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 def calls(module: PyModule, within: cst.CSTNode, name: str) -> list[cst.Call]:
     """Calls in ``within`` whose callee's dotted name is ``name`` or ends with ``.name``."""
-    found = []
-    for node in _descendants(within):
-        if isinstance(node, cst.Call):
-            callee = dotted_name(node.func) or ""
-            if callee == name or callee.endswith("." + name):
-                found.append(node)
-    return found
-
-
-def _descendants(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
+    return calls_named(within, name)
 
 
 def string_keys_read(module: PyModule, within: cst.CSTNode, holders: set[str]) -> dict[str, Found]:
@@ -145,7 +131,7 @@ def string_keys_read(module: PyModule, within: cst.CSTNode, holders: set[str]) -
     The value is the ``.get`` default when it is a literal (else None).
     """
     out: dict[str, Found] = {}
-    for node in _descendants(within):
+    for node in descendants(within):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get":
             holder = dotted_name(node.func.value) or ""
             if holder.split(".")[-1] in holders and node.args and isinstance(node.args[0].value, cst.SimpleString):
@@ -249,7 +235,7 @@ class Guard:
             self._block(node.orelse.body.body)
 
     def _touches_state(self, node: cst.CSTNode) -> bool:
-        for child in _descendants(node):
+        for child in descendants(node):
             if isinstance(child, cst.Assign):
                 for target in child.targets:
                     if (dotted_name(target.target) or "") in self.state:
@@ -525,7 +511,7 @@ def read_lr_scheduler(tree: SourceTree) -> SchedulerCode | None:
     custom: dict[str, Found] = {}
     custom_keys: dict[str, dict[str, Found]] = {}
     noop_line = fallback_line = None
-    for node in _descendants(fn):
+    for node in descendants(fn):
         if not isinstance(node, cst.If):
             continue
         test = node.test
