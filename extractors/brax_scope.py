@@ -9,7 +9,7 @@ Scopes are layered: signature defaults < family config < per-env overrides.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import libcst as cst
 

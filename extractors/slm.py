@@ -565,7 +565,7 @@ class _VariantFacts:
                     self.find("unread_spec_key", "ERROR",
                               f"agent.net.lr_scheduler_spec.{key} is set but the {name} branch does not read it",
                               (self.at_spec(f"agent.net.lr_scheduler_spec.{key}"), branch_at))
-            final, final_at, final_note = None, [name_at, branch_at], f"spec: agent.net.lr_scheduler_spec.name"
+            final, final_at, final_note = None, [name_at, branch_at], "spec: agent.net.lr_scheduler_spec.name"
             if name in LINEAR_SCHEDULERS:
                 final = LINEAR_SCHEDULERS[name]
             elif "min_factor" in keys:

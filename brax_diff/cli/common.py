@@ -34,6 +34,15 @@ def parse_sets(items: list[str] | None) -> dict[str, str]:
     return sets
 
 
+def user_mapping(path: str | None) -> dict | None:
+    """The user's variant -> family/env mapping file, validated; None keeps the shipped one."""
+    if not path:
+        return None
+    from extractors.slm import load_mapping
+
+    return load_mapping(path)
+
+
 def print_json(data) -> None:
     sys.stdout.write(dumps(data))
 

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..config import load_settings
 from ..errors import BraxDiffError
+from .common import user_mapping
 
 FORMATS = ("md", "json")
-
-
-def _load_mapping(path: str | None) -> dict | None:
-    if not path:
-        return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BraxDiffError(f"cannot read mapping {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise BraxDiffError(f"mapping {path}: expected a mapping at the top level")
-    return data
 
 
 def history(
@@ -60,7 +46,7 @@ def history(
     request = HistoryRequest(
         ranges=ranges,
         held={"brax": settings.brax_ref, "playground": settings.playground_ref, "slm": settings.slm_ref},
-        family=family, env=env, variant=variant, spec=settings.spec, mapping=_load_mapping(settings.mapping),
+        family=family, env=env, variant=variant, spec=settings.spec, mapping=user_mapping(settings.mapping),
     )
     locations = {"brax": settings.brax_repo, "playground": settings.playground_repo, "slm": settings.slm_repo}
     root = cache_root(settings.cache_dir)

@@ -13,20 +13,19 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-import yaml
 from rich.table import Table
 
 from ..cached import CachedExtractor
 from ..config import Settings, load_settings
 from ..factcache import FactCache
 from ..factcache import cache_root as fact_cache_root
-from ..errors import BraxDiffError, ConfigError
+from ..errors import BraxDiffError
 from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
 from ..sources import Repository
-from .common import parse_sets, print_json, stderr_console, stdout_console
+from .common import parse_sets, print_json, stderr_console, stdout_console, user_mapping
 
 RULE_FORMATS = ("table", "md", "json")
 
@@ -45,18 +44,6 @@ def load_extractors():
     except ImportError as exc:  # a broken install, not the user's input; still one line
         raise BraxDiffError(f"the extractors cannot be imported: {exc}") from None
     return BraxExtractor, SlmExtractor
-
-
-def _load_mapping(path: str | None) -> dict | None:
-    if path is None:
-        return None
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"mapping file {path}: cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"mapping file {path}: expected a mapping")
-    return data
 
 
 def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
@@ -137,7 +124,7 @@ def report_command(
                                  cache_root=cache_root).resolve(settings.playground_ref)
     slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     set_values = parse_sets(sets)
-    mapping = _load_mapping(settings.mapping)
+    mapping = user_mapping(settings.mapping)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
     slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
     if not no_cache:  # a rerun whose blobs have not moved parses nothing
