@@ -1,16 +1,17 @@
-"""Env steps/s of both trainers on one environment with the same settings, and brax-diff's
-overhead around Brax's trainer.
+"""Throughput of both trainers, and the constants `verify --plan` estimates time with.
 
-    python benchmarks/bench_trainers.py [--env CartpoleBalance] [--num-envs 256] [--budget 153600]
+    python benchmarks/bench_trainers.py [--env CartpoleBalance] [--num-envs 32]
+    python benchmarks/bench_trainers.py --calibrate [--write brax_diff/data/throughput.toml]
 
-1. The PyTorch PPO (SLM-Lab semantics) through ``ppo_torch.train``, after one tiny warm-up
-   run that compiles the environment; steps/s over the timed run.
-2. Brax's ``ppo.train`` called directly with the same settings (a first call warms the
-   persistent XLA cache and is reported separately), then the same run through brax-diff's
-   reference path (``Runner._run_brax``, what ``verify`` does); the difference in wall time
-   is brax-diff's overhead.
+Without ``--calibrate``: one run of each trainer in this process with the seed-era
+shapes of the CPU preset (SLM-Lab's baseline settings for the PyTorch PPO, Brax's for
+``ppo.train``, both scaled to ``--num-envs``), after a warm-up that compiles; prints env
+steps/s of each, evaluation included, as JSON.
 
-Prints one JSON object with the machine, the settings and the figures.
+With ``--calibrate``: times the pieces of the cost model in ``brax_diff/verify/costs.py``
+(PyTorch collection at two env counts, a gradient step at two minibatch sizes, an
+evaluation at two episode counts, Brax's trainer at three shapes, cold compilations) and
+writes the TOML that ``verify --throughput`` reads. Run it on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -43,88 +44,229 @@ def machine() -> dict:
             "jax": jax.__version__, "jax_backend": jax.default_backend(), "cuda": torch.cuda.is_available()}
 
 
-def canonical(num_envs: int) -> dict:
-    """One setting set both trainers express: Playground's DM Control batch shape scaled to a CPU."""
-    return {"num_envs": num_envs, "unroll_length": 30, "unrolls_per_update": 1, "epochs_per_update": 4,
-            "minibatches_per_epoch": 4, "discount": 0.995, "gae_lambda": 0.95, "reward_scale": 10.0,
-            "obs_normalization": True, "learning_rate": 1e-3, "entropy_coef": 0.01, "clip_epsilon": 0.2,
-            "value_loss_coef": 0.25, "max_grad_norm": 1.0, "policy_hidden_layers": [64, 64],
-            "value_hidden_layers": [256, 256, 256], "activation": "silu", "action_distribution": "tanh_normal",
-            "kernel_init": "lecun_uniform", "lr_schedule": "constant", "bootstrap_on_timeout": False}
+# The seed-era values (Brax 2b109a0 / Playground 5a1eaa0 / SLM-Lab 6eb08fe9^, DM Control)
+# as the extractors give them, so the benchmark needs no repository.
+SLM_SEED = {"unroll_length": 30, "unrolls_per_update": 1, "epochs_per_update": 16, "minibatches_per_epoch": 30,
+            "discount": 0.995, "gae_lambda": 0.95, "reward_scale": 1.0, "learning_rate": 1e-3,
+            "lr_schedule": "linear_decay", "lr_final_factor": 0.033, "lr_decay_steps": 100_000_000,
+            "entropy_coef": 0.01, "clip_epsilon": 0.2, "value_loss_coef": 0.5, "max_grad_norm": 1.0,
+            "policy_hidden_layers": [64, 64], "value_hidden_layers": [256, 256, 256], "activation": "silu",
+            "action_distribution": "normal", "kernel_init": "orthogonal", "adam_eps": 1e-5,
+            "value_target_normalization": True, "bootstrap_on_timeout": True}
+BRAX_SEED = {"unroll_length": 30, "unrolls_per_update": 16, "epochs_per_update": 16, "minibatches_per_epoch": 32,
+             "discount": 0.995, "gae_lambda": 0.95, "reward_scale": 10.0, "learning_rate": 1e-3,
+             "entropy_coef": 0.01, "clip_epsilon": 0.3, "value_loss_coef": 0.25, "max_grad_norm": None,
+             "obs_normalization": True, "advantage_normalization": True, "bootstrap_on_timeout": False,
+             "policy_hidden_layers": [32, 32, 32, 32], "value_hidden_layers": [256, 256, 256, 256, 256],
+             "activation": "swish", "action_distribution": "tanh_normal", "kernel_init": "lecun_uniform"}
 
 
-def bench_torch(env_name: str, values: dict, budget: int, threads: int) -> dict:
+def torch_settings(values: dict, num_envs: int):
+    from brax_diff.verify.settings import settings_from_facts
+
+    return settings_from_facts(dict(values, num_envs=num_envs))[0]
+
+
+def brax_settings(values: dict, num_envs: int) -> dict:
+    from brax_diff.verify.settings import brax_train_settings
+
+    return brax_train_settings(dict(values, num_envs=num_envs))
+
+
+def scoring(budget: int, evals: int = 5, eval_envs: int = 16):
+    from brax_diff.verify.plan import Scoring
+
+    return Scoring(evals, budget // evals, eval_envs, False)
+
+
+def bench_torch(env_name: str, num_envs: int, budget: int) -> dict:
+    """One PyTorch run of SLM-Lab's seed-era settings, evaluation included."""
     import torch
 
     from brax_diff.verify import ppo_torch
     from brax_diff.verify.envs import PlaygroundVecEnv
-    from brax_diff.verify.settings import settings_from_facts
+    from brax_diff.verify.evaluate import TorchEvaluator
 
-    torch.set_num_threads(threads)
-    settings, _ = settings_from_facts(values)
+    torch.set_num_threads(1)
+    settings = torch_settings(SLM_SEED, num_envs)
     started = time.perf_counter()
     env = PlaygroundVecEnv(env_name, settings.num_envs)
-    ppo_torch.train(env, settings, settings.transitions_per_update, 0)  # compiles reset and step
+    score = scoring(budget)
+    evaluator = TorchEvaluator(env_name, settings, 0, score.eval_envs, False)
+    ppo_torch.train(env, settings, settings.transitions_per_update, 0, evaluate=evaluator)  # compiles
     warmup = time.perf_counter() - started
-    log = ppo_torch.train(env, settings, budget, 1)
+    evaluator = TorchEvaluator(env_name, settings, 1, score.eval_envs, False)
+    log = ppo_torch.train(env, settings, budget, 1, evaluate=evaluator, eval_every=score.eval_every)
     return {"warmup_s": round(warmup, 1), "env_steps": log.env_steps, "train_s": round(log.seconds, 1),
-            "steps_per_s": round(log.env_steps / log.seconds), "torch_threads": threads}
+            "env_steps_per_s": round(log.env_steps / log.seconds), "scores": [round(s, 1) for s in log.scores]}
 
 
-def bench_brax(env_name: str, values: dict, budget: int, cache: Path) -> dict:
-    from brax.training.agents.ppo import train as ppo
-
+def bench_brax(env_name: str, num_envs: int, budget: int) -> dict:
+    """Brax's trainer with the seed-era Brax settings: a first call compiles, the second is timed."""
     from brax_diff.verify import brax_reference
-    from brax_diff.verify.cache import RunCache
-    from brax_diff.verify.plan import BRAX, RunSpec
-    from brax_diff.verify.runner import Runner, _Progress
-    from brax_diff.verify.settings import brax_train_settings
 
-    settings = brax_train_settings(values)
+    settings = brax_settings(BRAX_SEED, num_envs)
+    first = time.perf_counter()
+    brax_reference.train(settings, env_name, budget, 0, scoring(budget))
+    cold = time.perf_counter() - first
+    steps, scores, seconds = brax_reference.train(settings, env_name, budget, 1, scoring(budget))
+    return {"first_call_s": round(cold, 1), "env_steps": steps[-1], "train_s": round(seconds, 1),
+            "env_steps_per_s": round(steps[-1] / seconds), "scores": [round(s, 1) for s in scores]}
 
-    def direct(seed: int) -> tuple[float, list[tuple[float, int]]]:
-        evals: list[tuple[float, int]] = []
-        env, kwargs = brax_reference.train_kwargs(settings, env_name, budget, seed,
-                                                  lambda steps, _: evals.append((time.perf_counter(), steps)))
-        started = time.perf_counter()
-        ppo.train(environment=env, **kwargs)
-        return time.perf_counter() - started, [(t - started, s) for t, s in evals]
 
-    cold, _ = direct(0)
-    warm, evals = direct(1)
-    spec = RunSpec(BRAX, "reference", env_name, 1, budget, settings)
-    plan = type("OnePlan", (), {"runs": [spec]})()
-    runner = Runner(RunCache(cache / "bench-runs"), "cpu", _Progress(plan, enabled=False))
+# -- calibration -------------------------------------------------------------------------
+def _timed(fn, repeat: int) -> float:
+    fn()  # warm
     started = time.perf_counter()
-    result = runner.run(spec)
-    through = time.perf_counter() - started
-    (t0, s0), (t1, s1) = evals[1], evals[-1]  # after the first training epoch: compilation is behind
-    return {"cold_first_call_s": round(cold, 1), "direct_s": round(warm, 1), "brax_diff_s": round(through, 1),
-            "overhead_s": round(through - warm, 1), "overhead_pct": round(100 * (through - warm) / warm, 1),
-            "env_steps": s1, "steps_per_s_after_compile": round((s1 - s0) / (t1 - t0)) if t1 > t0 else None,
-            "status": result.status, "error": result.error}
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - started) / repeat
+
+
+def _line(x1: float, y1: float, x2: float, y2: float) -> tuple[float, float]:
+    """Intercept and slope through two points, both kept >= 0."""
+    slope = max(0.0, (y2 - y1) / (x2 - x1))
+    return max(0.0, y1 - slope * x1), slope
+
+
+def calibrate(env_name: str) -> dict:
+    import torch
+
+    from brax_diff.verify import brax_reference, ppo_torch
+    from brax_diff.verify.costs import _mlp_parameters
+    from brax_diff.verify.envs import PlaygroundVecEnv
+    from brax_diff.verify.evaluate import TorchEvaluator
+
+    torch.set_num_threads(1)
+    out: dict = {"torch": {}, "brax": {}, "eval": {}}
+    settings = torch_settings(SLM_SEED, 32)
+    # cold: the first env (reset + step traced and compiled) and the first evaluation
+    started = time.perf_counter()
+    env = PlaygroundVecEnv(env_name, 32)
+    agent = ppo_torch.PPO(settings, env.obs_size, env.action_size, 1.0)
+    with torch.no_grad():
+        env.step(agent.policy(agent.observe(env.reset(0))).sample()[1])
+    TorchEvaluator(env_name, settings, 0, 16, False)(agent)
+    cold = time.perf_counter() - started
+    # collection: one env step of all envs, at two env counts
+    per_step = {}
+    for n in (32, 256):
+        env = PlaygroundVecEnv(env_name, n)
+        agent = ppo_torch.PPO(settings.moved(num_envs=n), env.obs_size, env.action_size, 1.0)
+        obs = [agent.observe(env.reset(0))]
+
+        def step(env=env, agent=agent, obs=obs):
+            with torch.no_grad():
+                dist = agent.policy(obs[0])
+                _, action = dist.sample()
+                next_obs, *_ = env.step(action)
+                obs[0] = agent.observe(next_obs)
+
+        per_step[n] = _timed(lambda: [step() for _ in range(50)], 3) / 50
+    out["torch"]["collect_step_s"], per_env = _line(32, per_step[32], 256, per_step[256])
+    out["torch"]["collect_env_step_s"] = per_env
+    # a gradient step of both nets at two minibatch sizes
+    obs_size, action_size = env.obs_size, env.action_size
+    agent = ppo_torch.PPO(settings, obs_size, action_size, 1.0)
+    parameters = (_mlp_parameters(obs_size, settings.policy_hidden_layers, 2 * action_size)
+                  + _mlp_parameters(obs_size, settings.value_hidden_layers, 1))
+    per_gradient_step = {}
+    for size in (32, 1024):
+        obs_batch = torch.randn(size, obs_size)
+        raw = torch.randn(size, action_size)
+        logp, adv, target = torch.zeros(size), torch.randn(size), torch.randn(size)
+
+        def gradient_step():
+            policy_loss = agent.policy_loss(obs_batch, raw, logp, adv)
+            value_loss = agent.value_loss(agent.value(obs_batch).squeeze(-1), target, target)
+            agent.step(agent.policy, agent.optimizers[0], policy_loss)
+            agent.step(agent.value, agent.optimizers[1], value_loss)
+
+        per_gradient_step[size] = _timed(lambda: [gradient_step() for _ in range(20)], 3) / 20
+    fixed, per_sample = _line(32, per_gradient_step[32], 1024, per_gradient_step[1024])
+    out["torch"]["gradient_step_s"] = fixed
+    out["torch"]["sample_param_s"] = per_sample / parameters
+    # evaluation at two episode counts (1000-step episodes)
+    per_eval = {}
+    for count in (16, 64):
+        evaluator = TorchEvaluator(env_name, settings, 0, count, False)
+        per_eval[count] = _timed(lambda: evaluator(agent), 2)
+    run_s, per_episode = _line(16, per_eval[16], 64, per_eval[64])
+    out["eval"]["run_s"], out["eval"]["env_step_s"] = run_s, per_episode / 1000
+    out["torch"]["compile_s"] = round(max(0.0, cold - per_eval[16]), 1)
+    # Brax's trainer: compile, then warm runs varying epochs and minibatches
+    def brax_run(values: dict, budget: int) -> float:
+        settings = brax_settings(values, 32)
+        _, _, seconds = brax_reference.train(settings, env_name, budget, 0, scoring(budget, 1, 16))
+        return seconds - per_eval[16] * 2  # its two evaluations
+
+    budget = 32 * 30 * 16 * 4  # 4 updates
+    started = time.perf_counter()
+    brax_run(BRAX_SEED, budget)
+    out["brax"]["compile_s"] = round(time.perf_counter() - started, 1)
+    base = brax_run(BRAX_SEED, budget)
+    few_epochs = dict(BRAX_SEED, epochs_per_update=4)
+    brax_run(few_epochs, budget)
+    low = brax_run(few_epochs, budget)
+    few_minibatches = dict(BRAX_SEED, minibatches_per_epoch=8)
+    brax_run(few_minibatches, budget)
+    coarse = brax_run(few_minibatches, budget)
+    brax_parameters = (_mlp_parameters(obs_size, tuple(BRAX_SEED["policy_hidden_layers"]), 2 * action_size)
+                       + _mlp_parameters(obs_size, tuple(BRAX_SEED["value_hidden_layers"]), 1))
+    updates = 4
+    # base - coarse: 16 epochs x (32 - 8) minibatches of fixed cost per update (same samples)
+    gradient_step_s = max(0.0, (base - coarse) / (updates * 16 * 24))
+    # base - low: 12 more epochs over the same samples (fixed costs of 12 x 32 steps removed)
+    sgd = max(0.0, (base - low) - gradient_step_s * updates * 12 * 32)
+    sample_param_s = sgd / (budget * 12 * brax_parameters)
+    collect = max(0.0, low - gradient_step_s * updates * 4 * 32 - budget * 4 * brax_parameters * sample_param_s)
+    out["brax"].update(collect_env_step_s=collect / budget, gradient_step_s=gradient_step_s,
+                       sample_param_s=sample_param_s)
+    out["measured"] = {"torch_collect_step_s": per_step, "torch_gradient_step_s": per_gradient_step,
+                       "eval_s": per_eval, "brax_s": {"base": base, "epochs_4": low, "minibatches_8": coarse}}
+    return out
+
+
+def write_toml(path: Path, result: dict, description: str) -> None:
+    lines = [f"# Measured by `python benchmarks/bench_trainers.py --calibrate` ({description}).",
+             "# Constants of the cost model in brax_diff/verify/costs.py: seconds per unit named.",
+             f'machine = "{description}"', f'date = "{time.strftime("%Y-%m-%d")}"', ""]
+    for part in ("torch", "brax", "eval"):
+        lines.append(f"[{part}]")
+        for name, value in sorted(result[part].items()):
+            lines.append(f"{name} = {float(value):.6g}")
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartpoleBalance")
-    parser.add_argument("--num-envs", type=int, default=256)
-    parser.add_argument("--budget", type=int, default=256 * 30 * 20)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (verify uses 1)")
+    parser.add_argument("--num-envs", type=int, default=32)
+    parser.add_argument("--budget", type=int, default=32 * 30 * 16 * 10)
     parser.add_argument("--cache", type=Path, default=None, help="XLA cache dir (default: a fresh tmp dir)")
     parser.add_argument("--skip-brax", action="store_true")
+    parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--write", type=Path, default=None, help="with --calibrate: write the TOML here")
     args = parser.parse_args()
 
     from brax_diff.verify.envs import enable_compilation_cache
 
     cache = args.cache or Path(tempfile.mkdtemp(prefix="bench-trainers-"))
     enable_compilation_cache(cache / "xla")
-    values = canonical(args.num_envs)
-    report = {"machine": machine(), "env": args.env, "budget": args.budget, "settings": values,
-              "torch_ppo": bench_torch(args.env, values, args.budget, args.threads)}
+    info = machine()
+    if args.calibrate:
+        result = calibrate(args.env)
+        description = f"{info['cpu']}, {info['cores']} cores, jax {info['jax_backend']}, torch 1 thread"
+        if args.write:
+            write_toml(args.write, result, description)
+        print(json.dumps({"machine": info, **result}, indent=2, default=str))
+        return
+    report = {"machine": info, "env": args.env, "num_envs": args.num_envs, "budget": args.budget,
+              "torch_ppo": bench_torch(args.env, args.num_envs, args.budget)}
     print(json.dumps(report["torch_ppo"]), file=sys.stderr, flush=True)
     if not args.skip_brax:
-        report["brax_ppo"] = bench_brax(args.env, values, args.budget, cache)
+        report["brax_ppo"] = bench_brax(args.env, args.num_envs, args.budget)
     print(json.dumps(report, indent=2))
 
 

@@ -5,4 +5,4 @@ Pipeline, data flowing one way:
     -> comparison -> rules -> verification -> rendering (Jinja: Markdown, JSON).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -26,6 +26,7 @@ import brax_diff
 from .compare import compare, key_order, values_equal
 from .errors import BraxDiffError, ConfigError
 from .facts import Extraction, Provenance, dumps, format_value
+from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
@@ -186,19 +187,6 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
 def _content(model: dict) -> dict:
     """What decides whether two reports say the same: everything but their history."""
     return {k: v for k, v in model.items() if k != "changes"}
-
-
-def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> dict:
-    """The verdicts of a ``brax-diff verify`` result (its verify.json) as the report shows
-    them: key -> verdict, seeds, IQM delta and CI, probability of improvement, and the
-    learning-curve plot as a link relative to the report."""
-    out = {}
-    for key, verdict in sorted(result.get("verdicts", {}).items()):
-        entry = {k: verdict[k] for k in ("verdict", "seeds", "iqm_delta", "ci", "poi") if k in verdict}
-        if verdict.get("plot"):
-            entry["plot"] = Path(os.path.relpath(Path(result_dir) / verdict["plot"], report_dir)).as_posix()
-        out[key] = entry
-    return out
 
 
 # Where a report's inputs are, not what they say: commit shas, dates, refs, line links.

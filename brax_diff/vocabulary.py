@@ -87,6 +87,9 @@ _KEYS = (
         ("constant", "linear_decay", "adaptive_kl", "cosine", "other")),
     Key("lr_final_factor", "lr_schedule", "float", "",
         "Final learning rate as a fraction of the initial one (1.0 when constant)."),
+    Key("lr_decay_steps", "lr_schedule", "int", "env steps",
+        "Env steps (all envs together) over which a decaying learning rate reaches its final factor "
+        "(SLM-Lab `lr_scheduler_spec.frame`, i.e. the run's `max_frame`); null when the rate is constant."),
     Key("adam_eps", "lr_schedule", "float", "", "Adam's epsilon."),
     Key("max_grad_norm", "gradient_clipping", "float", "",
         "Gradients clipped to this global norm; null when not clipped."),

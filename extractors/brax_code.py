@@ -468,6 +468,8 @@ class _Derivation:
         final = 1.0 if self.facts["lr_schedule"].value == "constant" else None
         self.add("lr_final_factor", final, self.facts["lr_schedule"].provenance,
                  note=None if final is not None else "moves with the KL, no fixed final value")
+        if final is not None:  # a constant rate: nothing decays
+            self.add("lr_decay_steps", None, self.facts["lr_schedule"].provenance, note="constant learning rate")
         clips = calls_named(train_fn, "clip_by_global_norm")
         if "max_grad_norm" not in self.train and not clips:  # older Brax: plain Adam, nothing clips
             self.add("max_grad_norm", None, (self.code.at(TRAIN, adams[0]),), note="no gradient clipping in train()")

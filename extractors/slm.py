@@ -187,7 +187,8 @@ class _VariantFacts:
     def build(self) -> None:
         for path, var in self.spec.unset:
             self.find("unset_placeholder", "INFO",
-                      f"{'.'.join(path)} is ${{{var}}}; set it with --set {var}=... to name the environment",
+                      f"{'.'.join(path)} is ${{{var}}}; set it with --set {var}=... "
+                      f"({'the run length' if var == 'max_frame' else 'the environment'})",
                       (self.at_spec(".".join(path)),))
         self.algorithm = self._algorithm()
         self.env_code = self.tree.ask(code.read_env)
@@ -540,6 +541,19 @@ class _VariantFacts:
             self.add("adam_eps", TORCH_ADAM_EPS, optim_at, "torch.optim.Adam default eps (spec sets none)")
         self._lr_schedule(net_setting)
 
+    def _lr_decay_steps(self, default: code.Found, branch_at: Provenance) -> None:
+        """The frames a linear schedule decays over (LambdaLR steps once per update of
+        training_frequency x num_envs frames, so the horizon in env steps is ``frame``)."""
+        dotted = "agent.net.lr_scheduler_spec.frame"
+        value, at, note = self.setting(dotted, default)
+        horizon = _lr_decay_horizon(value)
+        if horizon is None:
+            self.find("unknown_value", "WARNING",
+                      f"{dotted} is {value!r}: the LR schedule's horizon (lr_decay_steps) is unknown; "
+                      "give it with --set max_frame=N", (at or branch_at,), "lr_decay_steps")
+            return
+        self.add("lr_decay_steps", horizon, [at, branch_at], note)
+
     def _lr_schedule(self, net_setting) -> None:
         spec_value, spec_at, spec_note = net_setting("lr_scheduler_spec")
         schedulers = self.tree.ask(code.read_lr_scheduler)
@@ -550,6 +564,7 @@ class _VariantFacts:
         if not spec_value:
             self.add("lr_schedule", "constant", [spec_at, noop], f"{spec_note}; null -> NoOpLRScheduler")
             self.add("lr_final_factor", 1.0, [spec_at, noop], f"{spec_note}; constant")
+            self.add("lr_decay_steps", None, [spec_at, noop], f"{spec_note}; constant")
             return
         if not isinstance(spec_value, dict):
             raise SpecError(f"{self.spec.path}: agent.net.lr_scheduler_spec must be a mapping or null "
@@ -577,6 +592,8 @@ class _VariantFacts:
                      "over frame / (training_frequency x num_envs) updates")
             if final is not None:
                 self.add("lr_final_factor", float(final), final_at, final_note)
+            if linear and "frame" in keys:
+                self._lr_decay_steps(keys["frame"], branch_at)
             return
         if name in code.TORCH_LR_SCHEDULERS and schedulers.fallback_line:
             self.add("lr_schedule", "other", [name_at, self.snapshot.where(schedulers.path,
@@ -590,6 +607,17 @@ class _VariantFacts:
                   (name_at, fallback), "lr_schedule")
         self.add("lr_schedule", None, [name_at, fallback],
                  "spec: agent.net.lr_scheduler_spec.name; not defined at this ref", name)
+
+
+def _lr_decay_horizon(value: Any) -> int | None:
+    """A spec's ``frame`` as a whole number of env steps (``1e8`` and ``"1e8"`` included), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) and number > 0 and number == int(number) else None
 
 
 def _sequential_modules(arc: dict) -> list:

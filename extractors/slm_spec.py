@@ -30,10 +30,9 @@ PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 # thousand. A small file whose aliases nest (a "billion laughs" bomb) stops here.
 MAX_EXPANDED_NODES = 200_000
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-# Placeholders that name the run's environment or its length, not a setting: SLM-Lab
-# requires them to run, but no canonical setting depends on them (the linear LR decay
-# reaches min_factor at the end of training whatever its length), so an unset one is
-# reported, not fatal. Any other unset placeholder is an error.
+# Placeholders that name the run's environment or its length: SLM-Lab requires them to run,
+# but only `lr_decay_steps` depends on them (the LR schedule's horizon, which is then
+# unknown), so an unset one is reported, not fatal. Any other unset placeholder is an error.
 SCOPE_PLACEHOLDERS = {("env", "name"), ("env", "max_frame"), ("agent", "net", "lr_scheduler_spec", "frame")}
 
 Path = tuple[str, ...]
@@ -107,6 +106,7 @@ class SpecFile:
     def __init__(self, text: str, path: str, sets: dict[str, str] | None = None) -> None:
         self.path = path
         self.sets = dict(sets or {})
+        self.raw_text = text  # as written, placeholders included
         self.text = substitute(text, self.sets)
         self.is_json = path.endswith(".json")
         if self.is_json:

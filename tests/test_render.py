@@ -44,7 +44,7 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     diffs = {d["key"]: d for d in m["differences"]}
     assert diffs["transitions_per_update"]["severity"] == "CRITICAL"
     assert diffs["transitions_per_update"]["fix"]["value"] == 480
-    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 10, "match": 18}
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 11, "match": 18}
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -101,12 +101,31 @@ def test_findings_section_lists_each_finding_with_its_line():
     assert f"({'https://github.com/kengz/SLM-Lab'}/blob/{SLM_SHA}/{SPEC}#L134)" in findings
 
 
-def test_verification_column_only_when_verification_data_is_present():
+def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
+    pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
+    from verify_fixtures import load, write_synthetic
+
+    from brax_diff.verification import verification_entries
+
     assert "Verification" not in render_markdown(model())
-    md = render_markdown(model(verification={"clip_epsilon": {"verdict": "supported", "iqm_delta": 0.1}}))
+    path = write_synthetic(tmp_path / "verify")
+    entries = verification_entries(load(path), path.parent, tmp_path / "reports")
+    md = render_markdown(model(verification=entries))
+    section_text = section(md, "## Verification")
+    assert "5 seeds per arm, every arm stopped at 1,600 env steps" in section_text
+    assert "4 full episodes of the stochastic policy" in section_text
+    rows = [line for line in section_text.splitlines() if line.startswith("| ")]
+    assert rows[2].startswith("| SLM-Lab's settings (baseline) vs Brax's trainer (reference) | -550 |")
+    assert rows[2].endswith("| baseline scores lower |")
+    assert rows[4].startswith("| every expressible fix (all_fixes) vs SLM-Lab's settings (baseline) | +438 |")
+    assert "| Fraction of the gap the fixes close | 0.796 | [" in section_text and "at 95% (Fieller)" in section_text
+    assert "[Learning curves](../verify/plots/CartpoleBalance-gap.png)" in section_text
+    loo = [line for line in rows if line.startswith("| [`")]
+    assert loo[0].startswith("| [`learning_rate`](../verify/plots/CartpoleBalance-loo-learning_rate.png) | +418")
+    assert loo[1].startswith("| [`clip_epsilon`]") and "not resolved: a true difference of ±69.2 or more would have been found (80% power)" in loo[1]
     clip = section(md, "### 12. Clipping epsilon")
     assert "| Fix | Verification |" in clip
-    assert clip.count("| supported |") == 1
+    assert "[inconclusive](../verify/plots/CartpoleBalance-loo-clip_epsilon.png) at 5 seeds, loo" in clip
 
 
 def test_output_is_byte_identical_for_the_same_inputs_in_any_order():
@@ -179,7 +198,7 @@ def test_fail_on_threshold_selects_differences_at_or_above():
     m = model()
     assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
     assert len(worst_at_or_above(m, "IMPORTANT")) == 13
-    assert len(worst_at_or_above(m, "MINOR")) == 23
+    assert len(worst_at_or_above(m, "MINOR")) == 24  # lr_decay_steps: Brax constant, SLM-Lab decays over 1e8 frames
 
 
 def test_read_previous_rejects_files_that_are_not_reports(tmp_path):

@@ -276,20 +276,25 @@ def test_missing_extractors_are_a_clear_error(workspace, monkeypatch, capsys):
 
 
 def test_verification_verdicts_join_the_report_with_plot_links(workspace, capsys):
-    verify_dir = workspace["work"] / "runs"
-    verify_dir.mkdir()
-    (verify_dir / "verify.json").write_text(json.dumps({"verdicts": {"clip_epsilon": {
-        "verdict": "supported", "seeds": 5, "iqm_delta": 120.5, "ci": [40.0, 200.0], "poi": 0.9,
-        "plot": "plots/CartpoleBalance-clip_epsilon.png"}}}), encoding="utf-8")
-    assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "verify.json")) == 0
-    text = (workspace["work"] / "reports" / "dm_control.md").read_text(encoding="utf-8")
-    assert "| Verification |" in text
-    assert ("[supported](../runs/plots/CartpoleBalance-clip_epsilon.png) at 5 seeds, IQM Δ +120 [40, 200]"
-            in text)
-    data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())
-    assert data["verification"]["clip_epsilon"]["verdict"] == "supported"
+    pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
+    from verify_fixtures import write_synthetic
 
-    (verify_dir / "bad.json").write_text("[]", encoding="utf-8")
-    capsys.readouterr()
-    assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "bad.json")) == 2
-    assert "not a verify.json" in capsys.readouterr().err
+    verify_dir = workspace["work"] / "runs"
+    path = write_synthetic(verify_dir)
+    assert run(workspace, "--family", "dm_control", "--verification", str(path)) == 0
+    text = (workspace["work"] / "reports" / "dm_control.md").read_text(encoding="utf-8")
+    assert "## Verification" in text and "| Fix | Verification |" in text
+    assert "([verify.json](../runs/verify.json))" in text
+    assert "[inconclusive](../runs/plots/CartpoleBalance-loo-clip_epsilon.png) at 5 seeds, loo Δ" in text
+    data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())
+    assert data["verification"]["keys"]["clip_epsilon"]["verdict"] == "inconclusive"
+    assert data["verification"]["gap"]["closed_fraction"] == pytest.approx(438.0 / 550.0)
+
+    for bad, why in (("[]", "not an object"), ('{"verdicts": {"k": {}}}', "brax-diff < 0.2"),
+                     ('{"verdicts": [], "runs": {}}', "runs must be a list of objects"),
+                     ('{"verdicts": [{"arm": 1}], "runs": []}', "a verdict without arm or verdict")):
+        (verify_dir / "bad.json").write_text(bad, encoding="utf-8")
+        capsys.readouterr()
+        assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "bad.json")) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: --verification") and why in err and err.count("\n") == 1

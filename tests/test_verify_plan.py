@@ -10,20 +10,21 @@ from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Extraction, Fact, Provenance, SourceInfo, dumps
 from brax_diff.verify import build_plan
-from brax_diff.verify.plan import BRAX, TORCH, RunSpec, same_value
+from brax_diff.verify.costs import estimate, load_throughput
+from brax_diff.verify.plan import BRAX, TORCH, RunSpec, Scoring, resolve_options, same_value
 from brax_diff.verify.settings import (TrainerSettings, apply_fact, brax_train_settings, parse_overrides,
-                                       settings_from_facts)
+                                       settings_from_facts, split_sets)
 
 # Small shapes shared with the training tests: 16 envs x 10 steps, 2 epochs of 2 minibatches.
 SLM_VALUES = {
     "num_envs": 16, "unroll_length": 10, "unrolls_per_update": 1, "transitions_per_update": 160,
     "epochs_per_update": 2, "minibatch_transitions": 80, "minibatches_per_epoch": 2,
-    "learning_rate": 1e-3, "lr_schedule": "linear_decay", "lr_final_factor": 0.033,
+    "learning_rate": 1e-3, "lr_schedule": "linear_decay", "lr_final_factor": 0.033, "lr_decay_steps": 100_000,
     "policy_hidden_layers": [32, 32], "value_hidden_layers": [64, 64], "activation": "SiLU",
     "entropy_coef": 0.01, "clip_epsilon": 0.2, "obs_norm_method": "welford", "discount": 0.995,
 }
 BRAX_VALUES = dict(SLM_VALUES, activation="swish", learning_rate=0.0, lr_schedule="constant",
-                   lr_final_factor=1.0, unrolls_per_update=2, transitions_per_update=320,
+                   lr_final_factor=1.0, lr_decay_steps=None, unrolls_per_update=2, transitions_per_update=320,
                    obs_norm_method="ema", clip_epsilon=0.3, value_loss_coef=0.25)
 BRAX_VALUES.pop("minibatch_transitions")
 
@@ -39,53 +40,100 @@ def pair(slm_values=SLM_VALUES, brax_values=BRAX_VALUES):
     return extraction("brax", brax_values), extraction("slm", slm_values)
 
 
-def test_plan_runs_a_variant_per_expressible_difference_and_explains_the_rest():
+def test_plan_moves_every_expressible_difference_and_explains_the_rest():
     brax, slm = pair()
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=3, budget=1600)
     actions = {a.key: a.action for a in plan.ablations}
-    assert actions["learning_rate"] == "variant"
-    assert actions["unrolls_per_update"] == "variant"
-    assert actions["clip_epsilon"] == "variant"
-    assert actions["lr_schedule"] == "variant"
-    assert actions["lr_final_factor"] == "variant"
+    for key in ("learning_rate", "unrolls_per_update", "clip_epsilon", "lr_schedule", "lr_final_factor"):
+        assert actions[key] == "variant", key
     assert actions["transitions_per_update"] == "derived"
+    assert actions["lr_decay_steps"] == "derived"  # Brax's constant rate has no horizon to move
     assert actions["obs_norm_method"] == "unsupported"
     assert actions["value_loss_coef"] == "missing"  # no SLM-Lab fact
     assert actions["minibatch_transitions"] == "missing"
     assert actions["activation"] == "match"  # SiLU and swish are one function
     assert actions["num_envs"] == "match"
-    arms = plan.arms()
-    assert arms == ["baseline", "variant:clip_epsilon", "variant:learning_rate", "variant:lr_final_factor",
-                    "variant:lr_schedule", "variant:unrolls_per_update", "reference"]
-    assert len(plan.runs) == 3 * len(arms)
+    moved = ["clip_epsilon", "learning_rate", "lr_final_factor", "lr_schedule", "unrolls_per_update"]
+    assert plan.arms() == ["baseline", "all_fixes", *[f"loo:{k}" for k in moved], "reference"]
+    assert len(plan.runs) == 3 * len(plan.arms())
     assert {r.seed for r in plan.runs} == {0, 1, 2}
 
 
-def test_variant_moves_exactly_one_setting_to_the_brax_value():
+def test_all_fixes_moves_every_key_and_leave_one_out_puts_one_back():
     brax, slm = pair()
-    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
-    runs = {r.arm: r for r in plan.runs}
-    baseline = runs["baseline"].settings
-    assert baseline["learning_rate"] == 1e-3 and baseline["num_envs"] == 16 and baseline["discount"] == 0.995
-    for arm in ("learning_rate", "unrolls_per_update", "clip_epsilon"):
-        variant = runs[f"variant:{arm}"].settings
-        changed = {k for k in baseline if baseline[k] != variant[k]}
-        assert changed == {arm}
-    assert runs["variant:learning_rate"].settings["learning_rate"] == 0.0
-    assert runs["variant:unrolls_per_update"].settings["unrolls_per_update"] == 2
-    assert runs["baseline"].trainer == TORCH and runs["reference"].trainer == BRAX
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap", "loo", "variants"))
+    runs = {r.arm: r.settings for r in plan.runs}
+    baseline, fixed = runs["baseline"], runs["all_fixes"]
+    assert fixed["learning_rate"] == 0.0 and fixed["unrolls_per_update"] == 2 and fixed["clip_epsilon"] == 0.3
+    assert fixed["lr_schedule"] == "constant" and fixed["lr_final_factor"] == 1.0
+    # the minibatch count rules: Brax's 2 minibatches of a 2x longer batch are 2 x 160
+    assert fixed["minibatch_transitions"] == 160 and baseline["minibatch_transitions"] == 80
+    loo = runs["loo:clip_epsilon"]
+    assert {k for k in fixed if fixed[k] != loo[k]} == {"clip_epsilon"} and loo["clip_epsilon"] == 0.2
+    variant = runs["variant:learning_rate"]
+    assert {k for k in baseline if baseline[k] != variant[k]} == {"learning_rate"}
+    unrolls = runs["variant:unrolls_per_update"]
+    assert {k for k in baseline if baseline[k] != unrolls[k]} == {"unrolls_per_update", "minibatch_transitions"}
+    assert runs["reference"]["train"]["clipping_epsilon"] == 0.3
+    assert {r.trainer for r in plan.runs if r.arm != "reference"} == {TORCH}
+    assert next(r for r in plan.runs if r.arm == "reference").trainer == BRAX
 
 
-def test_keys_limit_the_variants_and_unknown_keys_are_errors():
+def test_budget_is_rounded_to_whole_updates_of_every_arm_and_checkpoints_are_shared():
+    brax, slm = pair()
+    # baseline 160 steps per update, all_fixes and reference 320: checkpoints on multiples of 320
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1900, evals=2, arms=("gap",))
+    assert plan.update_steps["CartpoleBalance"] == {"baseline": 160, "all_fixes": 320, "reference": 320}
+    assert plan.requested_budget == 1900 and plan.budget == 1920
+    assert plan.scoring == Scoring(2, 960, 32, False) and plan.scoring.checkpoints == [0, 960, 1920]
+    assert {r.budget for r in plan.runs} == {1920} and {r.scoring for r in plan.runs} == {plan.scoring}
+    assert "rounded to 1,920 = 2 checkpoint(s) x 960" in plan.render() and not plan.warnings
+    # 5 whole updates do not split into 2 checkpoints without a 20% overshoot: 1 checkpoint, said so
+    odd = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1500, evals=2, arms=("gap",))
+    assert odd.budget == 1600 and odd.scoring.evals == 1
+    assert odd.warnings == ["1 checkpoint(s), not 2: 5 whole updates of 320 env steps (every arm's update divides "
+                            "it) split no further without overshooting the budget"]
+    # a budget smaller than one update: one checkpoint, and a warning that says by how much
+    tiny = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=100, evals=5, arms=("gap",))
+    assert tiny.budget == 320 and tiny.scoring.evals == 1
+    assert any("one update is 320 env steps, more than the budget of 100" in w for w in tiny.warnings)
+    assert "warning: CartpoleBalance all_fixes: one update is 320" in tiny.render()
+
+
+def test_scaling_envs_keeps_each_sides_minibatch_count():
+    brax, slm = pair()
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, num_envs=4, arms=("gap",))
+    runs = {r.arm: r.settings for r in plan.runs}
+    assert runs["baseline"]["num_envs"] == 4 and runs["baseline"]["minibatch_transitions"] == 20  # 40 / 2
+    assert runs["all_fixes"]["minibatch_transitions"] == 40  # 4 x 10 x 2 / 2
+    train = runs["reference"]["train"]
+    assert train["num_envs"] == 4 and train["num_minibatches"] == 2 and train["batch_size"] == 4
+    four = extraction("brax", dict(BRAX_VALUES, minibatches_per_epoch=4))
+    with pytest.raises(BraxDiffError, match="does not split into 4 minibatches"):
+        build_plan(four, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, num_envs=3, arms=("gap",))
+
+
+def test_a_decaying_lr_needs_the_real_runs_horizon():
+    brax, slm = pair(slm_values={k: v for k, v in SLM_VALUES.items() if k != "lr_decay_steps"})
+    with pytest.raises(BraxDiffError, match="--set max_frame=N"):
+        build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600,
+                      overrides={"lr_decay_steps": 1_000_000})
+    assert plan.baseline["CartpoleBalance"].lr_decay_steps == 1_000_000
+
+
+def test_keys_limit_the_moved_keys_and_unknown_keys_are_errors():
     brax, slm = pair()
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=1600, keys=["learning_rate"])
-    assert plan.arms() == ["baseline", "variant:learning_rate", "reference"]
+    assert plan.arms() == ["baseline", "all_fixes", "loo:learning_rate", "reference"]
     skipped = [a.key for a in plan.ablations if a.action == "skipped"]
     assert "clip_epsilon" in skipped and "learning_rate" not in skipped
     with pytest.raises(BraxDiffError, match="unknown canonical key 'lernrate'"):
         build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=1600, keys=["lernrate"])
     with pytest.raises(BraxDiffError, match="--seeds"):
         build_plan(brax, slm, envs=["CartpoleBalance"], seeds=0, budget=1600)
+    with pytest.raises(BraxDiffError, match="unknown arm group"):
+        build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gapp",))
 
 
 def test_a_brax_value_the_trainer_cannot_take_is_unsupported_not_run():
@@ -93,7 +141,7 @@ def test_a_brax_value_the_trainer_cannot_take_is_unsupported_not_run():
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
     entry = next(a for a in plan.ablations if a.key == "lr_schedule")
     assert entry.action == "unsupported" and "adaptive_kl" in entry.reason
-    assert "variant:lr_schedule" not in plan.arms()
+    assert "loo:lr_schedule" not in plan.arms()
 
 
 def test_overrides_apply_to_every_run_and_to_the_brax_reference():
@@ -106,6 +154,41 @@ def test_overrides_apply_to_every_run_and_to_the_brax_reference():
     reference = next(r for r in plan.runs if r.arm == "reference").settings
     assert reference["train"]["num_envs"] == 8
     assert reference["network"]["policy_hidden_layer_sizes"] == [16, 16]
+
+
+def test_presets_fill_what_the_flags_leave_open():
+    cpu = resolve_options("cpu", seeds=None, budget=None, arms=None, num_envs=None, evals=None, eval_envs=None)
+    assert cpu["arms"] == ("gap",) and cpu["seeds"] == 5 and cpu["num_envs"] == 32
+    mine = resolve_options("cpu", seeds=7, budget=None, arms="gap,loo", num_envs=None, evals=None, eval_envs=None)
+    assert mine["seeds"] == 7 and mine["arms"] == ("gap", "loo") and mine["budget"] == cpu["budget"]
+    default = resolve_options(None, seeds=None, budget=None, arms=None, num_envs=None, evals=None, eval_envs=None)
+    assert default["arms"] == ("gap", "loo") and default["num_envs"] is None and default["seeds"] == 5
+    with pytest.raises(BraxDiffError, match="unknown --preset 'laptop'"):
+        resolve_options("laptop")
+
+
+def test_verify_set_splits_trainer_settings_from_spec_variables():
+    fields, spec_vars = split_sets(["num_envs=8", "max_frame=1e8", "lr_decay_steps=1e8"])
+    assert fields == {"num_envs": 8, "lr_decay_steps": 100_000_000} and spec_vars == {"max_frame": "1e8"}
+    with pytest.raises(BraxDiffError, match="expected NAME=VALUE"):
+        split_sets(["num_envs"])
+    with pytest.raises(BraxDiffError, match="not a int"):
+        split_sets(["lr_decay_steps=1.5"])
+
+
+def test_the_estimate_counts_every_run_and_says_which_machine():
+    brax, slm = pair()
+    throughput = load_throughput()
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=1600, arms=("gap",))
+    cost = estimate(plan, throughput)
+    one_seed = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap",))
+    single = estimate(one_seed, throughput)
+    assert cost.compile_seconds == single.compile_seconds  # one compilation per shape, not per seed
+    assert cost.seconds - cost.compile_seconds == pytest.approx(2 * (single.seconds - single.compile_seconds))
+    longer = estimate(build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=16000, arms=("gap",)),
+                      throughput)
+    assert longer.seconds > cost.seconds
+    assert throughput.machine in cost.render() and set(cost.per_arm) == {"baseline", "all_fixes", "reference"}
 
 
 def test_brax_train_settings_derive_batch_size_and_double_the_value_coefficient():
@@ -135,18 +218,23 @@ def test_settings_from_facts_and_minibatch_rounding():
 
 
 def test_run_id_covers_what_changes_a_run():
-    spec = RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, TrainerSettings().to_json())
-    same = RunSpec(TORCH, "other-arm-name", "CartpoleBalance", 0, 1600, TrainerSettings().to_json())
-    assert spec.run_id("0.1.0") == same.run_id("0.1.0")  # the arm's name is a label, not an input
+    scoring = Scoring(2, 800, 16, False)
+    settings = TrainerSettings().to_json()
+    spec = RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, settings, scoring)
+    same = RunSpec(TORCH, "other-arm-name", "CartpoleBalance", 0, 1600, settings, scoring)
+    assert spec.run_id("0.2.0") == same.run_id("0.2.0")  # the arm's name is a label, not an input
     different = [
-        RunSpec(TORCH, "baseline", "CartpoleBalance", 1, 1600, TrainerSettings().to_json()),
-        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 3200, TrainerSettings().to_json()),
-        RunSpec(TORCH, "baseline", "CartpoleSwingup", 0, 1600, TrainerSettings().to_json()),
-        RunSpec(BRAX, "baseline", "CartpoleBalance", 0, 1600, TrainerSettings().to_json()),
-        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, TrainerSettings(learning_rate=0.0).to_json()),
+        RunSpec(TORCH, "baseline", "CartpoleBalance", 1, 1600, settings, scoring),
+        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 3200, settings, scoring),
+        RunSpec(TORCH, "baseline", "CartpoleSwingup", 0, 1600, settings, scoring),
+        RunSpec(BRAX, "baseline", "CartpoleBalance", 0, 1600, settings, scoring),
+        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, TrainerSettings(learning_rate=0.0).to_json(), scoring),
+        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, settings, Scoring(2, 800, 16, True)),
+        RunSpec(TORCH, "baseline", "CartpoleBalance", 0, 1600, settings, Scoring(2, 800, 32, False)),
     ]
-    ids = {spec.run_id("0.1.0")} | {d.run_id("0.1.0") for d in different} | {spec.run_id("0.2.0")}
-    assert len(ids) == 7
+    ids = {spec.run_id("0.2.0")} | {d.run_id("0.2.0") for d in different} | {spec.run_id("0.3.0")}
+    assert len(ids) == 9
+    assert RunSpec.from_json(spec.to_json()) == spec
 
 
 def test_same_value_compares_floats_and_activation_names():
@@ -173,23 +261,31 @@ def write_pair(tmp_path):
     return ["--brax-json", str(tmp_path / "brax.json"), "--slm-json", str(tmp_path / "slm.json")]
 
 
-def test_cli_plan_prints_the_plan(tmp_path, capsys):
-    code = main(["verify", "--plan", *write_pair(tmp_path), "--seeds", "2", "--budget", "1600",
+def test_cli_plan_prints_steps_updates_and_an_estimated_time(tmp_path, capsys):
+    code = main(["verify", "--plan", *write_pair(tmp_path), "--seeds", "2", "--budget", "1500",
                  "--keys", "learning_rate,clip_epsilon"])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.startswith("verify plan: 8 runs = 1 env(s) x 2 seed(s) x 4 arm(s), 1,600 env steps each")
+    assert out.startswith("verify plan: 10 runs = 1 env(s) x 2 seed(s) x 5 arm(s); 1,600 env steps per run, "
+                          "16,000 in all")
+    assert "budget 1,500 rounded to 1,600 = 5 checkpoint(s) x 320" in out
+    assert "env steps per update: baseline 160 (10 updates), all_fixes 160 (10 updates)" in out
+    assert "reference 320 (5 updates)" in out
     assert "learning_rate" in out and "slm=0.001" in out and "brax=0" in out
     assert "transitions_per_update" in out and "derived" in out
-    assert "arms: baseline, variant:clip_epsilon, variant:learning_rate, reference" in out
+    assert "arms: baseline, all_fixes, loo:clip_epsilon, loo:learning_rate, reference" in out
+    assert "estimated wall time: " in out and "measured" in out
 
 
 def test_cli_plan_json_and_errors(tmp_path, capsys):
     args = write_pair(tmp_path)
     assert main(["verify", "--plan", *args, "--format", "json", "--seeds", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["seeds"] == 1 and data["budget"] == 1_000_000
-    assert {r["arm"] for r in data["runs"]} >= {"baseline", "variant:learning_rate", "reference"}
+    assert data["seeds"] == 1 and data["requested_budget"] == 1_000_000 and data["budget"] % 320 == 0
+    assert {r["arm"] for r in data["runs"]} >= {"baseline", "all_fixes", "loo:learning_rate", "reference"}
+    assert data["estimate"]["seconds"] > 0 and data["presets"]["cpu"]["arms"] == ["gap"]
+    assert main(["verify", "--plan", *args, "--set", "max_frame=1e8"]) == 2
+    assert "spec variables need the SLM-Lab repository" in capsys.readouterr().err
     assert main(["verify", "--plan", *args, "--keys", "nope"]) == 2
     assert capsys.readouterr().err.strip() == "error: unknown canonical key 'nope' in --keys"
     assert main(["verify", "--plan", "--brax-json", args[1]]) == 2
@@ -203,7 +299,7 @@ def test_plan_module_imports_no_training_stack():
     import sys
 
     code = ("import sys; import brax_diff.verify, brax_diff.verify.plan, brax_diff.verify.settings, "
-            "brax_diff.cli.verify; bad = [m for m in ('torch', 'jax', 'brax', 'mujoco_playground') "
+            "brax_diff.verify.costs, brax_diff.cli.verify; bad = [m for m in ('torch', 'jax', 'brax', 'mujoco_playground') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     from pathlib import Path
 

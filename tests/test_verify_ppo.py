@@ -78,7 +78,7 @@ def small_agent(**changes):
     settings = TrainerSettings(num_envs=4, unroll_length=5, epochs_per_update=3, minibatch_transitions=7,
                                policy_hidden_layers=(8,), value_hidden_layers=(8,), **changes)
     torch.manual_seed(0)
-    return ppo_torch.PPO(settings, 3, 2, 10)
+    return ppo_torch.PPO(settings, 3, 2, 10.0)
 
 
 def test_per_minibatch_standardization_makes_the_policy_loss_scale_free():
@@ -162,22 +162,67 @@ def test_initializers():
     assert isinstance(ppo_torch.mlp(3, (8, 8), 1, "tanh", "orthogonal")[1], torch.nn.Tanh)
 
 
-def test_score_is_episode_return_or_reward_per_step_when_no_episode_finished():
-    short = ppo_torch.TrainLog(reward_per_step=[0.2, 0.4, 0.5, 0.6, 0.8], update_steps=[10, 20, 30, 40, 50])
-    assert ppo_torch.curve(short, 1000) == ([10, 20, 30, 40, 50], [200.0, 400.0, 500.0, 600.0, 800.0],
-                                            "reward_per_step_x_episode_length")
-    assert ppo_torch.final_score(short, 1000) == 800.0  # last 20% of 5 points: the last one
-    episodes = ppo_torch.TrainLog(steps=[100, 200], scores=[30.0, 50.0], reward_per_step=[0.1, 0.2],
-                                  update_steps=[50, 100])
-    assert ppo_torch.curve(episodes, 1000) == ([100, 200], [30.0, 50.0], "episode_return")
-    assert ppo_torch.final_score(episodes, 1000) == 50.0
-    assert math.isnan(ppo_torch.final_score(ppo_torch.TrainLog(), 1000))
+def test_entropy_matches_torch_normal_and_tanh_adds_the_jacobian_estimate():
+    from torch.distributions import Normal
+
+    loc, std = torch.tensor([[0.2, -0.3]]), torch.tensor([[0.5, 0.8]])
+    plain = ppo_torch.ActionDistribution(loc, std, squash=False)
+    assert plain.entropy().item() == pytest.approx(Normal(loc, std).entropy().sum().item(), rel=1e-6)
+    torch.manual_seed(3)
+    squashed = ppo_torch.ActionDistribution(loc, std, squash=True).entropy().item()
+    torch.manual_seed(3)
+    sample = loc + std * torch.randn_like(loc)
+    assert squashed == pytest.approx(plain.entropy().item()
+                                     + float(ppo_torch.tanh_log_det_jacobian(sample).sum()), rel=1e-6)
+    assert ppo_torch.tanh_log_det_jacobian(torch.tensor([0.7])).item() == pytest.approx(
+        math.log(1 - math.tanh(0.7) ** 2), rel=1e-6)
 
 
-def test_track_keeps_finished_episode_returns():
-    agent = small_agent()
-    agent.episode_return = torch.zeros(2)
-    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([0.0, 0.0]))
-    agent.track(torch.tensor([1.0, 2.0]), torch.tensor([1.0, 0.0]))
-    agent.track(torch.tensor([5.0, 2.0]), torch.tensor([0.0, 1.0]))
-    assert agent.finished == [2.0, 6.0] and agent.episode_return.tolist() == [5.0, 0.0]
+def test_lr_schedule_runs_over_the_real_horizon_not_the_budget():
+    settings = TrainerSettings(num_envs=32, unroll_length=30, lr_decay_steps=100_000_000)  # 960 per update
+    updates = ppo_torch.schedule_updates(settings, budget=307_200)
+    assert updates == pytest.approx(100_000_000 / 960)
+    # after this run's 320 updates SLM-Lab's real run is still at 99.7% of its start rate...
+    assert ppo_torch.lr_factor(320, updates, 0.033, "linear_decay") == pytest.approx(1 - 320 * 0.967 / updates)
+    assert ppo_torch.lr_factor(320, updates, 0.033, "linear_decay") > 0.99
+    # ...where a schedule squeezed into the budget would be at its floor
+    squeezed = ppo_torch.schedule_updates(settings.moved(lr_decay_steps=None), budget=307_200)
+    assert squeezed == 320 and ppo_torch.lr_factor(320, squeezed, 0.033, "linear_decay") == pytest.approx(0.033)
+
+
+def test_seed_fixes_each_networks_initial_weights_on_its_own():
+    base = TrainerSettings(num_envs=4, unroll_length=5, policy_hidden_layers=(8,), value_hidden_layers=(16,))
+    a = ppo_torch.PPO(base, 3, 2, 10, seed=4)
+    b = ppo_torch.PPO(base, 3, 2, 10, seed=4)
+    wider_policy = ppo_torch.PPO(base.moved(policy_hidden_layers=(8, 8)), 3, 2, 10, seed=4)
+    other_seed = ppo_torch.PPO(base, 3, 2, 10, seed=5)
+    same = lambda x, y: all(torch.equal(p, q) for p, q in zip(x.parameters(), y.parameters()))  # noqa: E731
+    assert same(a.policy, b.policy) and same(a.value, b.value)
+    assert same(a.value, wider_policy.value)  # an arm that changes the policy keeps the value net's weights
+    assert not same(a.policy, other_seed.policy) and not same(a.value, other_seed.value)
+
+
+class _CountingEnv:
+    """A stand-in VecEnv: constant observations, reward 1, never done."""
+
+    num_envs, obs_size, action_size, episode_length, action_repeat = 2, 3, 1, 1000, 1
+
+    def reset(self, seed):
+        return torch.zeros(2, 3)
+
+    def step(self, action):
+        return torch.zeros(2, 3), torch.ones(2), torch.zeros(2), torch.zeros(2)
+
+
+def test_train_scores_at_every_checkpoint_and_only_whole_updates():
+    settings = TrainerSettings(num_envs=2, unroll_length=5, epochs_per_update=1, minibatch_transitions=10,
+                               policy_hidden_layers=(4,), value_hidden_layers=(4,), lr_decay_steps=10_000)
+    calls = []
+    log = ppo_torch.train(_CountingEnv(), settings, budget=40, seed=0, evaluate=lambda agent: calls.append(1) or 7.0,
+                          eval_every=20)
+    assert log.steps == [0, 20, 40] and log.scores == [7.0, 7.0, 7.0] and len(calls) == 3
+    assert log.env_steps == 40 and log.updates == 4 and log.reward_per_step == [1.0] * 4
+    with pytest.raises(ValueError, match="whole updates of 10 env steps"):
+        ppo_torch.train(_CountingEnv(), settings, budget=45, seed=0)
+    with pytest.raises(ValueError, match="whole updates"):
+        ppo_torch.train(_CountingEnv(), settings, budget=40, seed=0, evaluate=lambda agent: 0.0, eval_every=15)

@@ -1,9 +1,10 @@
 """Real tiny trainings on a MuJoCo Playground environment (CPU).
 
 All tests share one set of shapes (CartpoleBalance, 16 envs x 10 steps, 50-step episodes,
-policy 32x32, value 64x64) and one persistent XLA compilation cache inside this module's tmp
-dir, so the environment compiles once. The Brax reference run costs about 2 CPU-minutes of
-compilation on its own: the price of testing Brax's own trainer end to end.
+policy 32x32, value 64x64, 4 evaluation episodes) and one persistent XLA compilation cache
+inside this module's tmp dir, so the environment compiles once. The Brax reference run costs
+about 2 CPU-minutes of compilation on its own: the price of testing Brax's own trainer end to
+end, scored by the same evaluator as the PyTorch arms.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 
 import pytest
 
-for _module in ("torch", "jax", "mujoco_playground", "brax", "matplotlib"):
+for _module in ("torch", "jax", "mujoco_playground", "brax", "matplotlib", "scipy"):
     pytest.importorskip(_module, reason=f"training tests need the verify extra ({_module})")
 
 from test_verify_plan import BRAX_VALUES, SLM_VALUES, extraction  # noqa: E402
@@ -24,13 +25,16 @@ from brax_diff.verify.cache import FAILED, OK  # noqa: E402
 pytestmark = pytest.mark.training
 
 ENV = "CartpoleBalance"
-BUDGET = 1600  # 10 updates of 160 transitions
+BUDGET = 1600  # 10 updates of 160 transitions; all_fixes' 320-step updates: 5
 OVERRIDES = {"episode_length": 50}
+BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3)
 
 
-def plan_for(seeds: int, budget: int = BUDGET, keys=("learning_rate",), reference: bool = False):
-    return build_plan(extraction("brax", BRAX_VALUES), extraction("slm", SLM_VALUES), envs=[ENV], seeds=seeds,
-                      budget=budget, keys=list(keys), overrides=OVERRIDES, reference=reference)
+def plan_for(seeds: int, budget: int = BUDGET, keys=("learning_rate",), arms=("gap", "loo"), reference=False,
+             brax_values=BRAX_VALUES):
+    return build_plan(extraction("brax", brax_values), extraction("slm", SLM_VALUES), envs=[ENV], seeds=seeds,
+                      budget=budget, keys=list(keys), overrides=OVERRIDES, reference=reference, arms=arms, evals=2,
+                      eval_envs=4)
 
 
 @pytest.fixture(scope="module")
@@ -41,47 +45,100 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first_result(workdir):
     lines: list[str] = []
-    result = run_plan(plan_for(3), workdir / "cache", progress=False, output_dir=workdir / "out", log=lines.append)
+    result = run_plan(plan_for(4), workdir / "cache", progress=False, output_dir=workdir / "out", log=lines.append)
     return result, lines
 
 
 def test_pipeline_end_to_end_on_playground(first_result, workdir):
     result, lines = first_result
-    assert lines == [runner_module.CPU_HINT]  # said once: CPU, and a smaller budget
+    assert lines == [runner_module.CPU_HINT]
     assert result.device == "cpu"
     assert [(r.spec.arm, r.spec.seed) for r in result.results] == [
-        ("baseline", 0), ("variant:learning_rate", 0), ("baseline", 1), ("variant:learning_rate", 1),
-        ("baseline", 2), ("variant:learning_rate", 2)]
+        (arm, seed) for seed in range(4) for arm in ("baseline", "all_fixes", "loo:learning_rate")]
     for run in result.results:
         assert run.status == OK, run.error
-        assert run.env_steps == BUDGET
-        assert len(run.scores) == BUDGET // (16 * 50)  # one point per finished round of 50-step episodes
-        assert 0.0 < run.final_score <= 50.0  # CartpoleBalance rewards are in [0, 1]
-    entry = result.verdicts["learning_rate"]
-    assert entry["verdict"] in (stats.SUPPORTED, stats.NOT_SUPPORTED, stats.INCONCLUSIVE)
-    assert entry["seeds"] == 3 and len(entry["ci"]) == 2 and 0.0 <= entry["poi"] <= 1.0
-    assert entry["plot"] == f"plots/{ENV}-learning_rate.png"
-    png = (workdir / "out" / entry["plot"]).read_bytes()
+        assert run.env_steps == BUDGET and run.steps == [0, 800, 1600]  # every arm scored at the same steps
+        assert run.score == run.scores[-1] and 0.0 < run.score <= 50.0  # 50-step episodes, rewards in [0, 1]
+        assert run.score_kind == "eval_return/stochastic/4_episodes"
+    by_seed = {}
+    for run in result.results:
+        by_seed.setdefault(run.spec.seed, []).append(run.scores[0])
+    for seed, before_training in by_seed.items():
+        # at step 0, baseline and loo:learning_rate share policy weights and evaluation episodes:
+        # the same score; all_fixes keeps them too (no key here changes the policy's shape)
+        assert len(set(before_training)) == 1, (seed, before_training)
+    (entry,) = [v for v in result.verdicts if v["family"] == "loo"]
+    assert entry["arm"] == "all_fixes" and entry["vs"] == "loo:learning_rate" and entry["key"] == "learning_rate"
+    assert entry["seeds"] == 4 and entry["verdict"] in (stats.SUPPORTED, stats.NOT_SUPPORTED, stats.INCONCLUSIVE)
+    assert result.plots == {"loo:learning_rate": f"plots/{ENV}-loo-learning_rate.png", f"gap:{ENV}": f"plots/{ENV}-gap.png"}
+    png = (workdir / "out" / result.plots["loo:learning_rate"]).read_bytes()
     assert png.startswith(b"\x89PNG")
     saved = json.loads((workdir / "out" / "verify.json").read_text())
-    assert saved["verdicts"]["learning_rate"]["verdict"] == entry["verdict"]
-    assert len(saved["runs"]) == 6 and {r["status"] for r in saved["runs"]} == {"ok"}
-    assert len(list((workdir / "cache" / "runs").glob("*.json"))) == 6
+    assert {r["status"] for r in saved["runs"]} == {"ok"} and len(saved["runs"]) == 12
+    for run in saved["runs"]:
+        assert {"arm", "env", "seed", "env_steps", "score", "score_kind", "status"} <= set(run)
+    assert saved["throughput"]["torch-ppo"]["runs"] == 12
+    # loo:learning_rate puts Brax's learning rate back to SLM-Lab's: the baseline's settings, one run
+    assert len(list((workdir / "cache" / "runs").glob("*.json"))) == 8
 
 
-def test_identical_settings_are_not_a_significant_difference(first_result, workdir):
-    """Seeds 3-5 of the baseline against seeds 0-2 (cached): same settings, no supported effect."""
-    result = run_plan(plan_for(6), workdir / "cache", progress=False, log=lambda line: None)
-    baseline = [r.final_score for r in result.results if r.spec.arm == "baseline"]
-    cached = {(r.spec.arm, r.spec.seed): r.final_score for r in first_result[0].results}
-    assert baseline[:3] == [cached[("baseline", s)] for s in range(3)]  # reused, not rerun
-    comparison = stats.compare(baseline[3:], baseline[:3])
-    assert comparison.verdict != stats.SUPPORTED, comparison
+def test_the_same_seed_and_settings_give_the_same_run(first_result, workdir):
+    """A rerun outside the cache reproduces a run exactly: scores are a function of the inputs."""
+    result, _ = first_result
+    again = run_plan(plan_for(1), workdir / "rerun-cache", progress=False, log=lambda line: None)
+    original = {(r.spec.arm, r.spec.seed): r.scores for r in result.results}
+    for run in again.results:
+        assert run.scores == original[(run.spec.arm, 0)]
+
+
+def test_the_jax_policy_computes_the_torch_policys_action():
+    import jax
+    import numpy as np
+    import torch
+
+    from brax_diff.verify import ppo_torch
+    from brax_diff.verify.evaluate import make_policy, policy_params
+    from brax_diff.verify.settings import TrainerSettings
+
+    for changes in ({}, {"action_distribution": "tanh_normal", "std_transform": "softplus", "std_min": 0.001,
+                         "std_max": None, "activation": "relu"}):
+        settings = TrainerSettings(num_envs=4, unroll_length=5, policy_hidden_layers=(8, 8),
+                                   value_hidden_layers=(8,), **changes)
+        agent = ppo_torch.PPO(settings, 5, 2, 10.0, seed=3)
+        agent.observe(torch.randn(64, 5) * 3 + 1)  # non-trivial running statistics
+        obs = torch.randn(7, 5)
+        with torch.no_grad():
+            dist = agent.policy(agent.obs_stats.normalize(obs))
+        mode = torch.tanh(dist.loc) if settings.action_distribution == "tanh_normal" else dist.loc.clamp(-1, 1)
+        params = policy_params(agent)
+        action, _ = make_policy(settings, deterministic=True)(params)(np.asarray(obs), jax.random.PRNGKey(0))
+        assert np.allclose(np.asarray(action), mode.numpy(), atol=1e-5)
+        # stochastic: loc + std * noise, the same std transform
+        key = jax.random.PRNGKey(1)
+        sampled, _ = make_policy(settings, deterministic=False)(params)(np.asarray(obs), key)
+        noise = np.asarray(jax.random.normal(key, (7, 2)))
+        raw = dist.loc.numpy() + dist.std.numpy() * noise
+        expected = np.tanh(raw) if settings.action_distribution == "tanh_normal" else np.clip(raw, -1, 1)
+        assert np.allclose(np.asarray(sampled), expected, atol=1e-5)
+
+
+def test_training_envs_reset_with_brax_trainers_keys():
+    import jax
+    import numpy as np
+
+    from brax_diff.verify.evaluate import brax_keys, training_reset_keys
+
+    keys = brax_keys(7)
+    # ppo.train: PRNGKey(seed) -> (global, local); local folded with process 0, split in 3: key_env is the 2nd
+    global_key, local_key = jax.random.split(jax.random.PRNGKey(7))
+    _, key_env, eval_key = jax.random.split(jax.random.fold_in(local_key, 0), 3)
+    assert np.array_equal(keys["key_env"], key_env) and np.array_equal(keys["eval_key"], eval_key)
+    assert np.array_equal(training_reset_keys(7, 4), jax.random.split(key_env, 4))
 
 
 def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, monkeypatch):
-    plan = plan_for(2, budget=2 * BUDGET, keys=())
-    assert len(plan.runs) == 2
+    plan = plan_for(2, budget=2 * BUDGET, keys=(), arms=("gap",))
+    assert [r.arm for r in plan.runs] == ["baseline", "all_fixes"] * 2
     calls: list[tuple[str, int]] = []
     original = runner_module.Runner.run
 
@@ -104,8 +161,8 @@ def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, mon
 
     monkeypatch.setattr(runner_module.Runner, "run", counting)
     result = run_plan(plan, workdir / "cache", progress=True, log=lambda line: None)
-    assert rerun == [("baseline", 1)]  # seed 0 came from the cache
-    assert [r.status for r in result.results] == [OK, OK]
+    assert rerun == [("all_fixes", 0), ("baseline", 1), ("all_fixes", 1)]  # seed 0's baseline came from the cache
+    assert [r.status for r in result.results] == [OK] * 4
 
 
 def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
@@ -113,71 +170,84 @@ def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
 
     real_train = ppo_torch.train
 
-    def nan_for_zero_lr(env, settings, *args, **kwargs):
-        if settings.learning_rate == 0.0:
+    def nan_without_the_fix(env, settings, *args, **kwargs):
+        if settings.learning_rate == 1e-3 and settings.unrolls_per_update == 2:  # loo:learning_rate
             raise FloatingPointError("NaN or inf at update 3 (loss nan, reward 0.5)")
         return real_train(env, settings, *args, **kwargs)
 
-    monkeypatch.setattr(ppo_torch, "train", nan_for_zero_lr)
-    plan = plan_for(2, budget=3 * BUDGET)
+    monkeypatch.setattr(ppo_torch, "train", nan_without_the_fix)
+    plan = plan_for(2, budget=3 * BUDGET, keys=("learning_rate", "unrolls_per_update"))
     result = run_plan(plan, workdir / "cache", progress=False, output_dir=workdir / "failed", log=lambda line: None)
     failed = [r for r in result.results if r.status == FAILED]
-    assert [(r.spec.arm, r.spec.seed) for r in failed] == [("variant:learning_rate", 0), ("variant:learning_rate", 1)]
+    assert [(r.spec.arm, r.spec.seed) for r in failed] == [("loo:learning_rate", 0), ("loo:learning_rate", 1)]
     assert failed[0].error == "FloatingPointError: NaN or inf at update 3 (loss nan, reward 0.5)"
-    entry = result.verdicts["learning_rate"]
-    assert entry["verdict"] == stats.INCONCLUSIVE and entry["failed_runs"] == 2
-    assert "FAILED CartpoleBalance variant:learning_rate seed 0: FloatingPointError" in runner_module.render(result)
+    entry = next(v for v in result.verdicts if v.get("key") == "learning_rate")
+    assert entry["verdict"] == stats.INCONCLUSIVE and entry["seeds"] == 0
+    assert "FAILED CartpoleBalance loo:learning_rate seed 0: FloatingPointError" in runner_module.render(result)
     saved = json.loads((workdir / "failed" / "verify.json").read_text())
-    assert sorted(r["status"] for r in saved["runs"]) == ["failed", "failed", "ok", "ok"]
+    assert sorted(r["status"] for r in saved["runs"]).count("failed") == 2
     # a recorded failure is kept on resume, and retried only when asked
     monkeypatch.setattr(ppo_torch, "train", real_train)
     again = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
     assert [r.status for r in again.results].count(FAILED) == 2
     retried = run_plan(plan, workdir / "cache", progress=False, retry_failed=True, log=lambda line: None)
-    assert [r.status for r in retried.results] == [OK] * 4
+    assert [r.status for r in retried.results] == [OK] * len(plan.runs)
 
 
-def test_brax_reference_arguments(first_result):
+def test_two_processes_give_the_same_runs_as_one(first_result, workdir):
+    """jobs=2: each run in a worker process of its own, results equal to the sequential ones."""
+    result, _ = first_result
+    plan = plan_for(1, keys=("learning_rate",), arms=("gap",))
+    parallel = run_plan(plan, workdir / "parallel-cache", progress=False, log=lambda line: None, jobs=2)
+    sequential = {(r.spec.arm, r.spec.seed): r.scores for r in result.results}
+    assert [r.status for r in parallel.results] == [OK, OK]
+    for run in parallel.results:
+        assert run.scores == sequential[(run.spec.arm, 0)]
+
+
+def test_brax_reference_arguments():
     """What the reference run hands Brax's trainer, built without training."""
     from brax_diff.verify import brax_reference
 
-    plan = plan_for(1, reference=True)
-    settings = next(r for r in plan.runs if r.arm == "reference").settings
-    env, kwargs = brax_reference.train_kwargs(settings, ENV, BUDGET, 0)
+    plan = plan_for(1, reference=True, arms=("gap",))
+    spec = next(r for r in plan.runs if r.arm == "reference")
+    env, kwargs = brax_reference.train_kwargs(spec.settings, ENV, spec.budget, 0, spec.scoring)
     assert kwargs["num_envs"] == 16 and kwargs["batch_size"] == 16 and kwargs["num_minibatches"] == 2
-    assert kwargs["episode_length"] == 50 and kwargs["num_timesteps"] == BUDGET
+    assert kwargs["episode_length"] == 50 and kwargs["num_timesteps"] == spec.budget == 1600
+    assert kwargs["num_evals"] == 3 and kwargs["num_eval_envs"] == 4 and kwargs["deterministic_eval"] is False
     assert kwargs["clipping_epsilon"] == 0.3 and kwargs["learning_rate"] == 0.0
     networks = kwargs["network_factory"](env.observation_size, env.action_size)
     assert networks.policy_network is not None and networks.value_network is not None
     assert env.__class__.__name__ == "Balance"
 
 
-def test_brax_reference_run(workdir):
-    """Brax's own trainer end to end (about 2 CPU-minutes, most of it XLA compiling)."""
-    plan = build_plan(extraction("brax", dict(BRAX_VALUES, learning_rate=1e-3)), extraction("slm", SLM_VALUES),
-                      envs=[ENV], seeds=1, budget=BUDGET, keys=[], overrides=OVERRIDES)
+def test_brax_reference_is_scored_at_the_same_checkpoints(workdir):
+    """Brax's own trainer end to end (about 2 CPU-minutes, most of it XLA compiling), beside
+    the PyTorch arms: one score kind, one env-step count, the gap computed."""
+    plan = plan_for(1, keys=(), reference=True, arms=("gap",), brax_values=BRAX_LEARNING)
     result = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
     reference = next(r for r in result.results if r.spec.arm == "reference")
     assert reference.status == OK, reference.error
-    assert reference.steps[0] == 0 and reference.env_steps >= BUDGET
-    assert result.reference[ENV]["brax_finished"] == 1
+    baseline = next(r for r in result.results if r.spec.arm == "baseline")
+    assert reference.steps == baseline.steps == [0, 800, 1600]
+    assert reference.score_kind == baseline.score_kind and 0.0 < reference.score <= 50.0
+    assert result.gap["seeds"] == 1 and result.gap["closed_fraction_ci"] is None  # 1 seed: nothing resolved
 
 
-def test_cli_verify_reuses_the_cache_and_prints_verdicts(first_result, workdir, tmp_path, capsys):
+def test_cli_verify_reuses_the_cache_and_prints_the_gap(first_result, workdir, tmp_path, capsys):
     from test_verify_plan import write_pair
 
     from brax_diff.cli import main
 
-    code = main(["verify", *write_pair(tmp_path), "--seeds", "3", "--budget", str(BUDGET), "--keys", "learning_rate",
-                 "--set", "episode_length=50", "--no-reference", "--cache", str(workdir / "cache"),
-                 "--output", str(tmp_path / "out"), "--quiet"])
+    code = main(["verify", *write_pair(tmp_path), "--seeds", "4", "--budget", str(BUDGET), "--keys", "learning_rate",
+                 "--set", "episode_length=50", "--no-reference", "--evals", "2", "--eval-envs", "4",
+                 "--cache", str(workdir / "cache"), "--output", str(tmp_path / "out"), "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.err.strip() == runner_module.CPU_HINT
     lines = captured.out.splitlines()
-    assert lines[0].startswith("verify: 6 runs on cpu in ") and lines[0].endswith("(0 failed)")
-    verdict = first_result[0].verdicts["learning_rate"]["verdict"]
-    assert lines[1].split()[:2] == ["learning_rate", verdict.split()[0]]
+    assert lines[0].startswith("verify: 12 runs on cpu in ") and "(0 failed)" in lines[0]
+    assert any(line.split()[:2] == ["loo", "all_fixes"] for line in lines)
     assert lines[-1] == f"results: {tmp_path / 'out' / 'verify.json'}"
     saved = json.loads((tmp_path / "out" / "verify.json").read_text())
-    assert [r["final_score"] for r in saved["runs"]] == [r.final_score for r in first_result[0].results]
+    assert [r["score"] for r in saved["runs"]] == [r.score for r in first_result[0].results]

@@ -194,9 +194,9 @@ def _read_verification(path: str) -> dict:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BraxDiffError(f"--verification {path}: not a verify.json ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("verdicts"), dict):
-        raise BraxDiffError(f"--verification {path}: not a verify.json (no verdicts)")
-    return data
+    from ..verification import check_result
+
+    return check_result(data, f"--verification {path}")
 
 
 # The environment `report --verify` trains on when the scope is a family.
@@ -207,6 +207,7 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
                 output_dir: Path) -> dict:
     """`brax-diff verify` with its defaults on the scope's environment; the result's JSON."""
     from ..verify import build_plan, run_plan, training_stack_missing
+    from ..verify.plan import resolve_options
 
     env = scope.env or VERIFY_ENV_FOR_FAMILY.get(scope.family or "")
     if env is None:
@@ -218,7 +219,10 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
                             "pip install 'brax-diff[verify]'")
     family = brax_extractor.family_of(env)
     slm = slm_extractor.variant(variant or slm_extractor.variant_for(family=family, env=env))
-    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], seeds=5, budget=1_000_000)
+    from ..verify.costs import estimate, load_throughput
+
+    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], **resolve_options(None))
+    print(estimate(plan, load_throughput()).render(), file=sys.stderr)
     cache = Path(settings.cache_dir or ".brax-diff-cache") / "verify"
     return run_plan(plan, cache, output_dir=output_dir).to_json()
 

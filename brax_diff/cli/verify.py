@@ -1,4 +1,5 @@
-"""`brax-diff verify`: short PPO trainings measure whether each difference matters."""
+"""`brax-diff verify`: short PPO trainings measure how far SLM-Lab's settings are behind
+Brax's trainer, and how much of that gap the report's fixes close."""
 
 from __future__ import annotations
 
@@ -16,15 +17,29 @@ def register(app: typer.Typer) -> None:
 
 
 def verify(
-    plan_only: bool = typer.Option(False, "--plan", help="Print the plan and stop (needs no torch or jax)."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the plan, its env steps and estimated time, and stop "
+                                   "(needs no torch or jax)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="cpu (a 2-core machine, under 30 min) or gpu; "
+                                         "explicit flags override its values."),
     env: Optional[List[str]] = typer.Option(None, "--env", help="MuJoCo Playground environment (repeatable)."),
-    seeds: int = typer.Option(5, "--seeds", help="Seeds per arm."),
-    budget: int = typer.Option(1_000_000, "--budget", help="Env steps per run."),
-    keys: Optional[str] = typer.Option(None, "--keys", help="Only these differing keys get variants: K,K,..."),
-    overrides: Optional[List[str]] = typer.Option(None, "--set",
-                                                  help="Trainer setting for every run, FIELD=VALUE (repeatable)."),
-    no_reference: bool = typer.Option(False, "--no-reference", help="Skip the run of Brax's own trainer."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per arm (default 5)."),
+    budget: Optional[int] = typer.Option(None, "--budget", help="Env steps per run, rounded up to whole updates "
+                                         "of every arm (default 1,000,000)."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Arm groups: gap, loo, variants (default gap,loo)."),
+    num_envs: Optional[int] = typer.Option(None, "--num-envs", help="Run every arm with this many envs, each side "
+                                           "keeping its minibatch count, epochs and unroll shape."),
+    evals: Optional[int] = typer.Option(None, "--evals", help="Evaluation checkpoints after step 0 (default 10)."),
+    eval_envs: Optional[int] = typer.Option(None, "--eval-envs", help="Evaluation episodes per checkpoint "
+                                            "(default 32)."),
+    deterministic: bool = typer.Option(False, "--deterministic", help="Evaluate the policy's mode, not samples "
+                                       "(Brax's default is stochastic)."),
+    keys: Optional[str] = typer.Option(None, "--keys", help="Only these differing keys are moved: K,K,..."),
+    overrides: Optional[List[str]] = typer.Option(None, "--set", help="NAME=VALUE (repeatable): a trainer setting "
+                                                  "for every run, or an SLM-Lab spec variable such as max_frame."),
+    no_reference: bool = typer.Option(False, "--no-reference", help="Skip the runs of Brax's own trainer."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs recorded as failed."),
+    throughput: Optional[Path] = typer.Option(None, "--throughput", help="Measured throughput (TOML from "
+                                              "benchmarks/bench_trainers.py) for the time estimate."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Run cache (default .brax-diff-cache/verify)."),
     output: Path = typer.Option(Path("reports/verify"), "--output", help="verify.json and plots/ go here."),
     fmt: str = typer.Option("text", "--format", help="text or json."),
@@ -42,32 +57,42 @@ def verify(
     variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
-    """Plan and run baseline / variant / reference trainings; a verdict per difference."""
+    """Plan and run baseline / all_fixes / leave-one-out / reference trainings: the gap to Brax's
+    trainer, the fraction the fixes close, and a verdict per fix."""
     from ..config import load_settings
     from ..verify import build_plan, run_plan, training_stack_missing
+    from ..verify.costs import estimate, load_throughput
     from ..verify.inputs import extractions_from_repos, load_extraction
-    from ..verify.settings import parse_overrides
+    from ..verify.plan import PRESETS, resolve_options
+    from ..verify.settings import split_sets
     from .common import print_json
 
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
+    options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
+                              eval_envs=eval_envs)
+    trainer_overrides, spec_sets = split_sets(overrides)
     envs = list(env or ["CartpoleBalance"])
     if (brax_json is None) != (slm_json is None):
         raise BraxDiffError("--brax-json and --slm-json go together")
     if brax_json is not None:
+        if spec_sets:
+            raise BraxDiffError(f"--set {', '.join(spec_sets)}: spec variables need the SLM-Lab repository, "
+                                "not --slm-json")
         brax, slm = load_extraction(brax_json, "brax"), load_extraction(slm_json, "slm")
     else:
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
-        brax, slm = extractions_from_repos(settings, envs, variant=variant)
+        brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
-    plan = build_plan(brax, slm, envs=envs, seeds=seeds, budget=budget, keys=key_list,
-                      overrides=parse_overrides(overrides), reference=not no_reference)
+    plan = build_plan(brax, slm, envs=envs, keys=key_list, overrides=trainer_overrides, reference=not no_reference,
+                      deterministic=deterministic, **options)
+    cost = estimate(plan, load_throughput(throughput))
     if plan_only:
         if fmt == "json":
-            print_json(plan.to_json())
+            print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS))
         else:
-            typer.echo(plan.render(), nl=False)
+            typer.echo(plan.render(cost), nl=False)
         return
     missing = training_stack_missing()
     if missing:
@@ -75,6 +100,10 @@ def verify(
                             "pip install 'brax-diff[verify]'; --plan works without it")
     from ..verify.runner import render
 
+    if not quiet:
+        typer.echo(cost.render(), err=True)
+        for warning in plan.warnings:
+            typer.echo(f"warning: {warning}", err=True)
     result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
                       retry_failed=retry_failed)
     if fmt == "json":

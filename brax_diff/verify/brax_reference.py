@@ -3,8 +3,10 @@
 ``brax.training.agents.ppo.train`` is called as Playground's training scripts call it: the
 environment from ``registry.load`` (``impl=jax`` on a CPU), wrapped by
 ``mujoco_playground.wrapper.wrap_for_brax_training``, the network from
-``make_ppo_networks`` with the extracted sizes, activation, distribution and init.
-The learning curve is Brax's own evaluation reward (``eval/episode_reward``).
+``make_ppo_networks`` with the extracted sizes, activation, distribution and init. Its own
+evaluator scores it at the plan's checkpoints (``num_evals`` = checkpoints + 1, the first
+before training; ``num_eval_envs`` and ``deterministic_eval`` from the plan's scoring), the
+same evaluator and keys the PyTorch arms are scored with (:mod:`.evaluate`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from .envs import load_playground
-
-NUM_EVALS = 5  # evaluations over the run: the curve's points (the first is before training)
-NUM_EVAL_ENVS = 16  # episodes per evaluation; small because each is a full episode on a CPU
+from .plan import Scoring
 
 
 def network_factory(network: Mapping[str, Any]):
@@ -44,8 +44,8 @@ def network_factory(network: Mapping[str, Any]):
     return functools.partial(ppo_networks.make_ppo_networks, **kwargs)
 
 
-def train_kwargs(settings: Mapping[str, Any], env_name: str, budget: int, seed: int,
-                 progress_fn: Callable | None = None, num_evals: int = NUM_EVALS) -> tuple[Any, dict]:
+def train_kwargs(settings: Mapping[str, Any], env_name: str, budget: int, seed: int, scoring: Scoring,
+                 progress_fn: Callable | None = None) -> tuple[Any, dict]:
     """The environment and the keyword arguments for ``ppo.train`` (no training yet)."""
     from mujoco_playground import wrapper
 
@@ -58,17 +58,20 @@ def train_kwargs(settings: Mapping[str, Any], env_name: str, budget: int, seed: 
         action_repeat=int(config.get("action_repeat", 1)),
         wrap_env_fn=wrapper.wrap_for_brax_training,
         network_factory=network_factory(settings.get("network", {})),
-        num_evals=num_evals,
-        num_eval_envs=NUM_EVAL_ENVS,
+        num_evals=scoring.evals + 1,
+        num_eval_envs=scoring.eval_envs,
+        deterministic_eval=scoring.deterministic,
     )
     if progress_fn is not None:
         kwargs["progress_fn"] = progress_fn
     return env, kwargs
 
 
-def train(settings: Mapping[str, Any], env_name: str, budget: int, seed: int,
+def train(settings: Mapping[str, Any], env_name: str, budget: int, seed: int, scoring: Scoring,
           on_eval: Callable[[int, float], None] | None = None) -> tuple[list[int], list[float], float]:
-    """Run Brax's trainer; returns (env steps, eval rewards, seconds) of its evaluations."""
+    """Run Brax's trainer; returns (env steps, eval returns, seconds) of its evaluations.
+
+    Raises ValueError when its checkpoints are not the plan's (the budget was not whole updates)."""
     from brax.training.agents.ppo import train as ppo
 
     steps: list[int] = []
@@ -80,7 +83,10 @@ def train(settings: Mapping[str, Any], env_name: str, budget: int, seed: int,
         if on_eval:
             on_eval(int(num_steps), scores[-1])
 
-    env, kwargs = train_kwargs(settings, env_name, budget, seed, progress)
+    env, kwargs = train_kwargs(settings, env_name, budget, seed, scoring, progress)
     started = time.perf_counter()
     ppo.train(environment=env, **kwargs)
-    return steps, scores, time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if steps != scoring.checkpoints:
+        raise ValueError(f"Brax's trainer evaluated at {steps}, not at the plan's checkpoints {scoring.checkpoints}")
+    return steps, scores, seconds

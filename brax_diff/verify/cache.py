@@ -1,7 +1,7 @@
 """Finished runs on disk, one JSON file per run, named by the hash of what defines it.
 
-The hash covers trainer, settings, environment, seed, budget and the brax-diff version
-(:meth:`RunSpec.run_id`), so an interrupted ``verify`` picks up where it stopped and a
+The hash covers trainer, settings, environment, seed, budget, scoring protocol and the
+brax-diff version (:meth:`RunSpec.run_id`), so an interrupted ``verify`` picks up where it stopped and a
 changed setting never reuses a stale result. Files are written atomically: a run is either
 recorded whole or not at all. A failed run is recorded too (status "failed" and its error).
 """
@@ -23,18 +23,22 @@ OK, FAILED = "ok", "failed"
 
 @dataclass
 class RunResult:
-    """What one run produced: the learning curve, its final score, or the error it died of."""
+    """What one run produced: its evaluation curve and score, or the error it died of.
+
+    ``score`` is the evaluation at the run's last checkpoint (``env_steps``); ``score_kind``
+    says what was measured (:attr:`Scoring.kind`): runs compare only when it is equal.
+    """
 
     spec: RunSpec
     status: str
     steps: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
-    final_score: float | None = None
+    score: float | None = None
     env_steps: int = 0
     seconds: float = 0.0
     error: str | None = None
     device: str = "cpu"
-    score_kind: str = "episode_return"  # or "reward_per_step_x_episode_length" (no episode finished)
+    score_kind: str = ""
 
     @property
     def steps_per_second(self) -> float:
@@ -42,15 +46,15 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec.to_json(), "status": self.status, "steps": self.steps, "scores": self.scores,
-                "final_score": self.final_score, "env_steps": self.env_steps, "seconds": round(self.seconds, 3),
+                "score": self.score, "env_steps": self.env_steps, "seconds": round(self.seconds, 3),
                 "error": self.error, "device": self.device, "score_kind": self.score_kind}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunResult":
         return cls(RunSpec.from_json(data["spec"]), data["status"], list(data.get("steps", [])),
-                   list(data.get("scores", [])), data.get("final_score"), int(data.get("env_steps", 0)),
+                   list(data.get("scores", [])), data.get("score"), int(data.get("env_steps", 0)),
                    float(data.get("seconds", 0.0)), data.get("error"), data.get("device", "cpu"),
-                   data.get("score_kind", "episode_return"))
+                   str(data.get("score_kind", "")))
 
 
 class RunCache:
@@ -65,7 +69,7 @@ class RunCache:
         path = self.path(spec)
         try:
             return RunResult.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def store(self, result: RunResult) -> Path:

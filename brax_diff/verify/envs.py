@@ -63,11 +63,12 @@ class PlaygroundVecEnv:
         env, config = load_playground(name)
         self.name, self.num_envs, self.device = name, int(num_envs), torch.device(device)
         self.episode_length = int(episode_length or config.episode_length)
+        self.action_repeat = int(config.get("action_repeat", 1))
         self.obs_size = int(env.observation_size if isinstance(env.observation_size, int)
                             else env.observation_size["state"][0])
         self.action_size = int(env.action_size)
         self._env = wrapper.wrap_for_brax_training(env, episode_length=self.episode_length,
-                                                   action_repeat=int(config.get("action_repeat", 1)))
+                                                   action_repeat=self.action_repeat)
         self._reset = jax.jit(self._env.reset)
         self._step = jax.jit(self._env.step)
         self._state = None
@@ -91,10 +92,10 @@ class PlaygroundVecEnv:
         return self._to_torch(obs["state"] if isinstance(obs, dict) else obs)
 
     def reset(self, seed: int) -> torch.Tensor:
-        import jax
+        """Reset every env with the keys Brax's ``ppo.train`` resets its envs with at this seed."""
+        from .evaluate import training_reset_keys
 
-        keys = jax.random.split(jax.random.PRNGKey(seed), self.num_envs)
-        self._state = self._reset(keys)
+        self._state = self._reset(training_reset_keys(seed, self.num_envs))
         return self._obs()
 
     def step(self, action: torch.Tensor):

@@ -37,9 +37,11 @@ def load_extraction(path: str | Path, side: str) -> Extraction:
 
 
 def extractions_from_repos(settings: Settings, envs: list[str], variant: str | None = None,
+                           sets: dict[str, str] | None = None,
                            ) -> tuple[dict[str, Extraction], dict[str, Extraction]]:
     """``({env: brax Extraction}, {env: slm Extraction})`` read from the configured repos and refs;
-    each env is compared with ``variant``, else the SLM-Lab variant mapped to it or its family."""
+    each env is compared with ``variant``, else the SLM-Lab variant mapped to it or its family.
+    ``sets`` are SLM-Lab spec variables (``${max_frame}``); one the spec never uses is an error."""
     try:
         from extractors.brax import BraxExtractor
         from extractors.slm import SlmExtractor
@@ -54,7 +56,11 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
                                      cache_root=cache_root).resolve(settings.playground_ref)
     slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     brax_extractor = BraxExtractor(brax_snapshot, playground_snapshot)
-    slm_extractor = SlmExtractor(slm_snapshot, spec=settings.spec)
+    slm_extractor = SlmExtractor(slm_snapshot, spec=settings.spec, sets=sets)
+    unused = sorted(name for name in (sets or {}) if "${" + name + "}" not in slm_extractor.spec_file.raw_text)
+    if unused:
+        raise BraxDiffError(f"--set {', '.join(unused)}: not a trainer setting, and the SLM-Lab spec "
+                            f"{slm_extractor.spec_file.path} has no ${{{unused[0]}}} placeholder")
     brax: dict[str, Extraction] = {}
     slm: dict[str, Extraction] = {}
     for env in envs:

@@ -1,15 +1,21 @@
-"""The ablation plan: which trainings answer "does this difference matter?".
+"""The ablation plan: which trainings answer "how far behind Brax are SLM-Lab's settings,
+and how much of the gap do the fixes close?".
 
 Static (no torch, no jax): :func:`build_plan` compares a Brax and an SLM-Lab
-:class:`~brax_diff.facts.Extraction` key by key and plans, per environment and seed,
+:class:`~brax_diff.facts.Extraction` key by key and plans, per environment and seed, arms of
+the PyTorch trainer and of Brax's own trainer:
 
-* one **baseline** run of the PyTorch trainer with the SLM-Lab settings,
-* one **variant** run per difference the trainer can express, that one key moved to the
-  Brax value (everything else stays SLM-Lab's), and
-* one **reference** run of Brax's own PPO trainer with the Brax settings.
+* ``baseline``: SLM-Lab's settings;
+* ``all_fixes``: every difference the trainer can express moved to Brax's value at once;
+* ``loo:<key>``: ``all_fixes`` with that one key back at SLM-Lab's value (what that fix is
+  worth given the others);
+* ``variant:<key>``: ``baseline`` with only that key moved (the older one-at-a-time arms);
+* ``reference``: Brax's own ``ppo.train`` with the Brax settings.
 
-Keys that differ but get no run are kept in the plan with the reason (derived from other
-keys, not expressible by the trainer, a value missing on one side) so a reader sees them.
+Every arm is scored the same way (:class:`Scoring`): Brax's evaluator at the same env-step
+checkpoints, and every arm stops at the same env-step count, the budget rounded up to whole
+updates of every arm. Keys that differ but get no run are kept in the plan with the reason
+(derived from other keys, not expressible by the trainer, a value missing on one side).
 """
 
 from __future__ import annotations
@@ -29,6 +35,43 @@ from .settings import (DERIVED_KEYS, UNSUPPORTED_KEYS, TrainerSettings, apply_fa
 DEFAULT_ENV = "CartpoleBalance"
 DEFAULT_SEEDS = 5
 DEFAULT_BUDGET = 1_000_000
+DEFAULT_EVALS = 10  # checkpoints after the one before training
+DEFAULT_EVAL_ENVS = 32  # full evaluation episodes per checkpoint
+
+BASELINE, ALL_FIXES, REFERENCE = "baseline", "all_fixes", "reference"
+ARM_GROUPS = {
+    "gap": "baseline, all_fixes and reference: how far behind, and how much the fixes close",
+    "loo": "loo:<key> for every moved key: all_fixes with that one fix undone",
+    "variants": "variant:<key> for every moved key: baseline with only that key moved",
+}
+DEFAULT_ARM_GROUPS = ("gap", "loo")
+
+# Named plan sizes; explicit flags override their values. `cpu` answers the gap question
+# (baseline, all_fixes, reference) on a 2-core CPU in under 30 minutes; its sizes were chosen
+# by measuring what learns within that budget (docs/verify.md, "The CPU preset").
+PRESETS: dict[str, dict[str, Any]] = {
+    "cpu": {"num_envs": 32, "seeds": 5, "budget": 300_000, "evals": 5, "eval_envs": 16, "arms": ["gap"]},
+    "gpu": {"num_envs": None, "seeds": 5, "budget": 5_000_000, "evals": 10, "eval_envs": 128,
+            "arms": ["gap", "loo"]},
+}
+_DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
+                                    "evals": DEFAULT_EVALS, "eval_envs": DEFAULT_EVAL_ENVS,
+                                    "arms": list(DEFAULT_ARM_GROUPS)}
+
+
+def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
+    """``build_plan`` keyword arguments: the flags given, else the preset's value, else the default.
+    ``arms`` may be a comma-separated string."""
+    if preset is not None and preset not in PRESETS:
+        raise BraxDiffError(f"unknown --preset {preset!r}: choose from {', '.join(PRESETS)}")
+    options = dict(_DEFAULT_OPTIONS)
+    options.update(PRESETS.get(preset or "", {}))
+    options.update({k: v for k, v in given.items() if v is not None})
+    arms = options["arms"]
+    if isinstance(arms, str):
+        arms = [a.strip() for a in arms.split(",") if a.strip()]
+    options["arms"] = tuple(arms)
+    return options
 
 TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
@@ -68,10 +111,38 @@ class Ablation:
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    """One training: trainer, settings, environment, seed and env-step budget.
+class Scoring:
+    """How every run of a plan is scored: ``evals`` checkpoints after the one at step 0, every
+    ``eval_every`` env steps, each the mean return of ``eval_envs`` full evaluation episodes
+    under the stochastic (Brax's default) or deterministic policy. The run's score is the
+    checkpoint at its last env step."""
 
-    ``arm`` names what it is for: "baseline", "variant:<key>" or "reference".
+    evals: int
+    eval_every: int
+    eval_envs: int
+    deterministic: bool
+
+    @property
+    def kind(self) -> str:
+        """Runs compare only when this is equal: what a score is."""
+        mode = "deterministic" if self.deterministic else "stochastic"
+        return f"eval_return/{mode}/{self.eval_envs}_episodes"
+
+    @property
+    def checkpoints(self) -> list[int]:
+        return [k * self.eval_every for k in range(self.evals + 1)]
+
+    def to_json(self) -> dict:
+        return {"evals": self.evals, "eval_every": self.eval_every, "eval_envs": self.eval_envs,
+                "deterministic": self.deterministic, "score_kind": self.kind}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training: trainer, settings, environment, seed, env-step budget and scoring.
+
+    ``arm`` names what it is for: "baseline", "all_fixes", "loo:<key>", "variant:<key>"
+    or "reference".
     """
 
     trainer: str
@@ -80,38 +151,50 @@ class RunSpec:
     seed: int
     budget: int
     settings: Mapping[str, Any]
+    scoring: Scoring
 
     def identity(self, version: str) -> dict:
         return {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
-                "seed": self.seed, "budget": self.budget, "brax_diff": version}
+                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
 
     def run_id(self, version: str) -> str:
-        """The cache key: a hash of everything that changes the run's outcome."""
+        """The cache key: a hash of everything that changes the run's outcome (not its arm name)."""
         text = json.dumps(self.identity(version), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
     def to_json(self) -> dict:
         return {"trainer": self.trainer, "arm": self.arm, "env": self.env, "seed": self.seed,
-                "budget": self.budget, "settings": dict(self.settings)}
+                "budget": self.budget, "settings": dict(self.settings), "scoring": self.scoring.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
+        scoring = data["scoring"]
         return cls(data["trainer"], data["arm"], data["env"], int(data["seed"]), int(data["budget"]),
-                   dict(data["settings"]))
+                   dict(data["settings"]), Scoring(int(scoring["evals"]), int(scoring["eval_every"]),
+                                                   int(scoring["eval_envs"]), bool(scoring["deterministic"])))
 
 
 @dataclass
 class Plan:
     envs: list[str]
     seeds: int
-    budget: int
+    budget: int  # env steps every run does: the requested budget rounded up to whole updates
+    requested_budget: int
+    scoring: Scoring
     ablations: list[Ablation]
     runs: list[RunSpec]
     baseline: dict[str, TrainerSettings]
     defaults_used: dict[str, list[str]]
+    update_steps: dict[str, dict[str, int]]  # env -> arm -> env steps per update
     overrides: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, Any] = field(default_factory=dict)
-    with_reference: bool = True
+    arm_groups: tuple[str, ...] = ("gap",)
+    num_envs: int | None = None  # every arm scaled to this many envs
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def with_reference(self) -> bool:
+        return any(r.arm == REFERENCE for r in self.runs)
 
     def variant_keys(self, env: str | None = None) -> list[str]:
         return [a.key for a in self.ablations if a.action == "variant" and (env is None or a.env == env)]
@@ -123,11 +206,22 @@ class Plan:
                 seen.append(run.arm)
         return seen
 
+    @property
+    def total_env_steps(self) -> int:
+        return sum(r.budget for r in self.runs)
+
     def to_json(self) -> dict:
         return {
             "envs": list(self.envs),
             "seeds": self.seeds,
             "budget": self.budget,
+            "requested_budget": self.requested_budget,
+            "scoring": self.scoring.to_json(),
+            "arm_groups": list(self.arm_groups),
+            "num_envs": self.num_envs,
+            "total_env_steps": self.total_env_steps,
+            "update_steps": self.update_steps,
+            "warnings": list(self.warnings),
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
@@ -136,14 +230,24 @@ class Plan:
             "runs": [r.to_json() for r in self.runs],
         }
 
-    def render(self) -> str:
-        """The plan as plain text: every compared key with its action, then the run count."""
+    def render(self, estimate: "Estimate | None" = None) -> str:
+        """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
+        arms = self.arms()
         lines = [f"verify plan: {len(self.runs)} runs = {len(self.envs)} env(s) x {self.seeds} seed(s) x "
-                 f"{len(self.arms())} arm(s), {self.budget:,} env steps each"]
+                 f"{len(arms)} arm(s); {self.budget:,} env steps per run, {self.total_env_steps:,} in all"]
+        if self.budget != self.requested_budget:
+            lines.append(f"  budget {self.requested_budget:,} rounded to {self.budget:,} = {self.scoring.evals} "
+                         f"checkpoint(s) x {self.scoring.eval_every:,}: whole updates of every arm")
+        lines.append(f"  scoring: Brax's evaluator, {self.scoring.eval_envs} full episodes per checkpoint, "
+                     f"{'deterministic' if self.scoring.deterministic else 'stochastic'} policy, at "
+                     f"{_steps_list(self.scoring.checkpoints)} env steps; a run's score is the last checkpoint")
+        if self.num_envs:
+            lines.append(f"  scaled: every arm runs {self.num_envs} envs; each side keeps its minibatches per "
+                         "epoch, epochs, unroll length and unrolls per update")
         for name, info in sorted(self.sources.items()):
             lines.append(f"  {name}: {info.get('repo', '')} @ {str(info.get('commit', ''))[:12]}")
         if self.overrides:
-            lines.append("  overrides on every run: " + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
+            lines.append("  overrides on every PyTorch run: " + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
         for env in self.envs:
             lines.append(f"\n{env}")
             width = max((len(a.key) for a in self.ablations if a.env == env), default=10)
@@ -155,11 +259,23 @@ class Plan:
                 lines.append(f"  same on both sides: {', '.join(matched)}")
             if self.defaults_used.get(env):
                 lines.append(f"  trainer defaults (no SLM-Lab fact): {', '.join(self.defaults_used[env])}")
-        lines.append("\narms: " + ", ".join(self.arms()))
+            lines.append("  env steps per update: " + ", ".join(
+                f"{arm} {steps:,} ({self.budget // steps} updates)" for arm, steps in self.update_steps[env].items()))
+        lines.append("\narms: " + ", ".join(arms))
+        if estimate is not None:
+            lines.append(estimate.render())
+        for warning in self.warnings:
+            lines.append(f"warning: {warning}")
         return "\n".join(lines) + "\n"
 
     def dumps(self) -> str:
         return dumps(self.to_json())
+
+
+def _steps_list(steps: list[int]) -> str:
+    if len(steps) <= 4:
+        return ", ".join(f"{s:,}" for s in steps)
+    return f"{steps[0]:,}, {steps[1]:,}, ..., {steps[-1]:,}"
 
 
 def _fmt(value: Any) -> str:
@@ -195,65 +311,174 @@ def _per_env(extraction: Extraction | Mapping[str, Extraction], env: str, side: 
     return extraction[env]
 
 
+def _lcm(values) -> int:
+    out = 1
+    for value in values:
+        out = out * value // math.gcd(out, value)
+    return out
+
+
+def _settings_for(values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any]
+                  ) -> tuple[TrainerSettings, list[str]]:
+    """Trainer settings from canonical values: the minibatch count rules the minibatch size
+    (so a scaled or longer batch keeps each side's count), then the run-wide overrides."""
+    values = dict(values)
+    if num_envs:
+        values["num_envs"] = num_envs
+    if values.get("minibatches_per_epoch") is not None:
+        values.pop("minibatch_transitions", None)
+    settings, defaults = settings_from_facts(values)
+    return (settings.moved(**overrides) if overrides else settings), [d for d in defaults if d not in overrides]
+
+
+def _reference_settings(brax_values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any],
+                        env: str) -> dict:
+    from .settings import brax_train_settings
+
+    values = dict(brax_values)
+    values.update({k: v for k, v in overrides.items() if k in KEYS})
+    if num_envs:
+        values["num_envs"] = num_envs
+    minibatches, unrolls = values.get("minibatches_per_epoch"), values.get("unrolls_per_update")
+    if num_envs and minibatches and unrolls and (num_envs * int(unrolls)) % int(minibatches):
+        raise BraxDiffError(f"{env}: Brax's batch of {num_envs} envs x {unrolls} unrolls does not split into "
+                            f"{minibatches} minibatches; choose --num-envs a multiple of {minibatches}")
+    settings = brax_train_settings(values)
+    if overrides.get("episode_length"):
+        settings["train"]["episode_length"] = int(overrides["episode_length"])
+    return settings
+
+
+def _reference_update_steps(settings: Mapping[str, Any]) -> int:
+    train = settings["train"]
+    try:
+        return int(train["batch_size"]) * int(train["num_minibatches"]) * int(train["unroll_length"])
+    except KeyError as exc:
+        raise BraxDiffError(f"the Brax reference run has no {exc.args[0]} (a Brax fact is missing)") from None
+
+
 def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Mapping[str, Extraction], *,
                envs: list[str] | tuple[str, ...] = (DEFAULT_ENV,), seeds: int = DEFAULT_SEEDS,
                budget: int = DEFAULT_BUDGET, keys: list[str] | None = None,
-               overrides: Mapping[str, Any] | None = None, reference: bool = True) -> Plan:
-    """Plan the baseline, variant and reference runs.
+               overrides: Mapping[str, Any] | None = None, reference: bool = True,
+               arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
+               evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False) -> Plan:
+    """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
-    resolve differently. ``keys`` limits the variants to those keys (each must be a
-    canonical key). ``overrides`` are trainer-setting values applied to every run (e.g. a
-    smaller ``num_envs`` on a CPU) and, for canonical keys, to the Brax reference run too.
+    resolve differently. ``keys`` limits the moved differences to those keys (each must be a
+    canonical key). ``num_envs`` scales every arm, the Brax reference included, to that many
+    envs, each side keeping its minibatch count, epochs and unroll shape. ``overrides`` are
+    trainer-setting values applied to every PyTorch run and, for canonical keys, to the
+    reference run too. The budget is rounded up so that ``evals`` checkpoints fall on whole
+    updates of every arm; the plan says so, and warns when one update exceeds the budget.
     """
     if seeds < 1:
         raise BraxDiffError(f"--seeds must be >= 1, got {seeds}")
     if budget < 1:
         raise BraxDiffError(f"--budget must be >= 1 env step, got {budget}")
+    if evals < 1 or eval_envs < 1:
+        raise BraxDiffError(f"--evals and --eval-envs must be >= 1, got {evals} and {eval_envs}")
+    if num_envs is not None and num_envs < 1:
+        raise BraxDiffError(f"--num-envs must be >= 1, got {num_envs}")
     if not envs:
         raise BraxDiffError("no environment to verify on")
+    unknown_groups = [a for a in arms if a not in ARM_GROUPS]
+    if unknown_groups or not arms:
+        raise BraxDiffError(f"unknown arm group(s) {', '.join(map(repr, unknown_groups)) or '(none)'}: "
+                            f"choose from {', '.join(ARM_GROUPS)}")
     for key in keys or []:
         if key not in KEYS:
             raise BraxDiffError(f"unknown canonical key {key!r} in --keys")
     overrides = dict(overrides or {})
     ablations: list[Ablation] = []
-    runs: list[RunSpec] = []
+    arms_by_env: dict[str, list[tuple[str, str, dict]]] = {}
     baselines: dict[str, TrainerSettings] = {}
     defaults_used: dict[str, list[str]] = {}
+    update_steps: dict[str, dict[str, int]] = {}
     sources: dict[str, Any] = {}
+    warnings: list[str] = []
     for env in envs:
         b, s = _per_env(brax, env, "brax"), _per_env(slm, env, "slm")
         for extraction in (b, s):
             sources.update({name: info.to_json() for name, info in extraction.sources.items()})
-        baseline, defaults = settings_from_facts({k: f.value for k, f in s.facts.items()})
-        baseline = baseline.moved(**overrides) if overrides else baseline
+        slm_values = {k: f.value for k, f in s.facts.items()}
+        brax_values = {k: f.value for k, f in b.facts.items()}
+        baseline, defaults = _settings_for(slm_values, num_envs, overrides)
+        _check_schedule(env, baseline)
         baselines[env] = baseline
-        defaults_used[env] = [d for d in defaults if d not in overrides]
+        defaults_used[env] = defaults
         env_ablations = [_classify(env, key, s, b) for key in sorted(set(s.facts) | set(b.facts)) if key in KEYS]
         if keys is not None:
             env_ablations = [a if a.key in keys or a.action != "variant" else
                              Ablation(a.env, a.key, a.slm, a.brax, "skipped", "not in --keys")
                              for a in env_ablations]
+        if num_envs:
+            env_ablations = [a if a.key != "num_envs" or a.action != "variant" else
+                             Ablation(a.env, a.key, a.slm, a.brax, "scaled", f"every arm runs {num_envs} envs")
+                             for a in env_ablations]
         env_ablations = [_checked_variant(a, baseline) for a in env_ablations]
         ablations.extend(env_ablations)
-        arms: list[tuple[str, str, Mapping[str, Any]]] = [(TORCH, "baseline", baseline.to_json())]
-        for a in env_ablations:
-            if a.action == "variant":
-                arms.append((TORCH, f"variant:{a.key}", apply_fact(baseline, a.key, a.brax).to_json()))
-        if reference:
-            from .settings import brax_train_settings
+        moved = [a.key for a in env_ablations if a.action == "variant"]
 
-            brax_values = {k: f.value for k, f in b.facts.items()}
-            brax_values.update({k: v for k, v in overrides.items() if k in KEYS})
-            reference_settings = brax_train_settings(brax_values)
-            if overrides.get("episode_length"):
-                reference_settings["train"]["episode_length"] = int(overrides["episode_length"])
-            arms.append((BRAX, "reference", reference_settings))
-        for seed in range(seeds):
-            for trainer, arm, settings in arms:
-                runs.append(RunSpec(trainer, arm, env, seed, budget, settings))
-    return Plan(list(envs), seeds, budget, ablations, runs, baselines, defaults_used, overrides, sources,
-                reference)
+        def arm(keys_moved) -> dict:
+            values = dict(slm_values)
+            values.update({k: brax_values[k] for k in keys_moved})
+            return _settings_for(values, num_envs, overrides)[0].to_json()
+
+        planned: list[tuple[str, str, dict]] = []
+        if "gap" in arms:
+            planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, arm(moved))]
+        if "loo" in arms:
+            planned += [(TORCH, f"loo:{k}", arm([m for m in moved if m != k])) for k in moved]
+        if "variants" in arms:
+            if "gap" not in arms:
+                planned.insert(0, (TORCH, BASELINE, baseline.to_json()))
+            planned += [(TORCH, f"variant:{k}", arm([k])) for k in moved]
+        if "loo" in arms and "gap" not in arms:
+            planned.insert(0, (TORCH, ALL_FIXES, arm(moved)))
+        if reference and "gap" in arms:
+            planned.append((BRAX, REFERENCE, _reference_settings(brax_values, num_envs, overrides, env)))
+        arms_by_env[env] = planned
+        update_steps[env] = {name: (_reference_update_steps(settings) if trainer == BRAX
+                                    else TrainerSettings.from_json(settings).transitions_per_update)
+                             for trainer, name, settings in planned}
+    unit = _lcm(steps for per_env in update_steps.values() for steps in per_env.values())
+    checkpoints, interval = _checkpoints(budget, unit, evals)
+    total = checkpoints * interval
+    for env, per_env in update_steps.items():
+        for name, steps in per_env.items():
+            if steps > budget:
+                warnings.append(f"{env} {name}: one update is {steps:,} env steps, more than the budget of "
+                                f"{budget:,}; every run does {total:,} steps")
+    if checkpoints < evals:
+        warnings.append(f"{checkpoints} checkpoint(s), not {evals}: {total // unit} whole updates of {unit:,} env "
+                        "steps (every arm's update divides it) split no further without overshooting the budget")
+    if total > budget * 1.1 and not any("more than the budget" in w for w in warnings):
+        warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm")
+    scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
+    runs = [RunSpec(trainer, name, env, seed, total, settings, scoring)
+            for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
+    return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
+                overrides, sources, tuple(arms), num_envs, warnings)
+
+
+def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:
+    """(checkpoints, env steps between them): at most ``evals`` checkpoints on whole ``unit``s,
+    ending at the smallest total at or above ``budget`` (more checkpoints on a tie)."""
+    units = max(1, math.ceil(budget / unit))
+    best = min(((c * math.ceil(units / c), -c) for c in range(1, min(evals, units) + 1)))
+    checkpoints = -best[1]
+    return checkpoints, unit * (best[0] // checkpoints)
+
+
+def _check_schedule(env: str, baseline: TrainerSettings) -> None:
+    """A decaying LR needs the real run's horizon: compressing it into a short budget is
+    another schedule (at 153,600 steps LinearToMin reaches 8% of its start)."""
+    if baseline.lr_schedule != "constant" and not baseline.lr_decay_steps:
+        raise BraxDiffError(f"{env}: SLM-Lab's learning rate decays over lr_scheduler_spec.frame, which is "
+                            "unknown here (the spec leaves ${max_frame} to the command line): pass "
+                            "--set max_frame=N, the real run's length, or --set lr_decay_steps=N")
 
 
 def _checked_variant(ablation: Ablation, baseline: TrainerSettings) -> Ablation:

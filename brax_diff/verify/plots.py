@@ -1,4 +1,5 @@
-"""Learning-curve PNGs: one per ablation, the mean over seeds with a 95% bootstrap band."""
+"""Learning-curve PNGs: per arm the mean over seeds of the evaluation return at each checkpoint,
+with a 95% bootstrap band."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def mean_and_band(curves: list[Curve], reps: int = 500, seed: int = 0):
     return steps, mean, low, high
 
 
-def learning_curves(path: str | Path, title: str, arms: dict[str, list[Curve]]) -> Path:
-    """Write a PNG with one mean line and CI band per arm (arms with no curve are skipped)."""
+def learning_curves(path: str | Path, title: str, arms: dict[str, list[Curve]], ylabel: str) -> Path:
+    """Write a PNG with one mean line and CI band per arm (arms with no curve are skipped);
+    ``ylabel`` says what the scores are."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,7 +48,7 @@ def learning_curves(path: str | Path, title: str, arms: dict[str, list[Curve]]) 
         axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     axes.set_title(title, fontsize=10)
     axes.set_xlabel("env steps")
-    axes.set_ylabel("episode return")
+    axes.set_ylabel(ylabel, fontsize=9)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

@@ -11,7 +11,15 @@ One update, as SLM-Lab's ``PPO.train`` does it (every knob is a field of
    advantages are standardized (or once per batch), the clipped surrogate plus entropy
    bonus trains the policy, the (optionally return-normalized) MSE trains the value net,
    each network with its own Adam and its own gradient-norm clip;
-4. the learning rate steps once per update (:func:`lr_factor`, a ``LambdaLR``).
+4. the learning rate steps once per update (:func:`lr_factor`, a ``LambdaLR``) over the
+   schedule's own horizon (``lr_decay_steps``, SLM-Lab's ``max_frame``), so a short run
+   sees the learning rates the first steps of the real run see.
+
+A run is scored by an evaluator called at fixed env-step checkpoints (``evaluate``, see
+:mod:`.evaluate`), never by its training episodes. Seed i fixes the env reset keys (as
+Brax's trainer derives them), the policy's and the value net's initial weights (each from a
+generator of its own, so an arm that changes one network keeps the other's weights) and the
+sampling and shuffling streams.
 
 The functions are separate so each can be tested against hand-computed values.
 """
@@ -23,10 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-import numpy as np
 import torch
 from torch import nn
-from torch.distributions import Normal, TanhTransform
 
 from .settings import TrainerSettings
 
@@ -60,11 +66,13 @@ def standardize(x: torch.Tensor) -> torch.Tensor:
     return (x - x.mean()) / (x.std() + 1e-8)
 
 
-def lr_factor(update: int, total_updates: int, final_factor: float, schedule: str) -> float:
-    """SLM-Lab's ``LinearToMin``: max(final, 1 - update (1 - final) / total_updates); 1 when constant."""
+def lr_factor(update: int, total_updates: float, final_factor: float, schedule: str) -> float:
+    """SLM-Lab's ``LinearToMin``: max(final, 1 - update (1 - final) / total_updates); 1 when constant.
+
+    ``total_updates`` is SLM-Lab's ``max(1, frame / frames_per_update)``, a float."""
     if schedule == "constant":
         return 1.0
-    return max(final_factor, 1.0 - update * (1.0 - final_factor) / max(1, total_updates))
+    return max(final_factor, 1.0 - update * (1.0 - final_factor) / max(1.0, total_updates))
 
 
 class RunningMeanStd:
@@ -114,18 +122,19 @@ class ReturnNormalizer:
 ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"silu": nn.SiLU, "relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU}
 
 
-def init_linear(layer: nn.Linear, kernel_init: str) -> None:
+def init_linear(layer: nn.Linear, kernel_init: str, generator: torch.Generator | None = None) -> None:
     """orthogonal (gain sqrt 2, SLM-Lab's gain for its relu default) or lecun_uniform
     (U(+-sqrt(3 / fan_in)), Brax's); biases 0."""
     if kernel_init == "orthogonal":
-        nn.init.orthogonal_(layer.weight, gain=math.sqrt(2.0))
+        nn.init.orthogonal_(layer.weight, gain=math.sqrt(2.0), generator=generator)
     else:
         bound = math.sqrt(3.0 / layer.in_features)
-        nn.init.uniform_(layer.weight, -bound, bound)
+        nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
     nn.init.zeros_(layer.bias)
 
 
-def mlp(inputs: int, hidden: tuple[int, ...], outputs: int, activation: str, kernel_init: str) -> nn.Sequential:
+def mlp(inputs: int, hidden: tuple[int, ...], outputs: int, activation: str, kernel_init: str,
+        generator: torch.Generator | None = None) -> nn.Sequential:
     layers: list[nn.Module] = []
     width = inputs
     for size in hidden:
@@ -134,7 +143,7 @@ def mlp(inputs: int, hidden: tuple[int, ...], outputs: int, activation: str, ker
     layers.append(nn.Linear(width, outputs))
     for layer in layers:
         if isinstance(layer, nn.Linear):
-            init_linear(layer, kernel_init)
+            init_linear(layer, kernel_init, generator)
     return nn.Sequential(*layers)
 
 
@@ -153,46 +162,56 @@ def std_from_raw(raw: torch.Tensor, settings: TrainerSettings) -> torch.Tensor:
     return raw.clamp(min=math.log(settings.std_min), max=high).exp()
 
 
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def tanh_log_det_jacobian(raw: torch.Tensor) -> torch.Tensor:
+    """log |d tanh(x) / dx| = log(1 - tanh(x)^2), in the stable form torch's TanhTransform uses."""
+    return 2.0 * (math.log(2.0) - raw - nn.functional.softplus(-2.0 * raw))
+
+
 class ActionDistribution:
     """A diagonal Normal over the raw (pre-squash) action, optionally tanh-squashed.
 
     Raw actions are what is stored, so log-probabilities never need atanh; the tanh case
-    adds TanhTransform's log-det-Jacobian, and its entropy is the base entropy plus a
-    one-sample estimate of that Jacobian term (as Brax estimates it).
+    subtracts tanh's log-det-Jacobian, and its entropy is the base entropy plus a
+    one-sample estimate of that Jacobian term (as Brax estimates it). Written out rather
+    than built from torch.distributions: the objects cost more than the arithmetic at the
+    minibatch sizes a CPU run uses.
     """
 
     def __init__(self, loc: torch.Tensor, std: torch.Tensor, squash: bool):
-        self.base = Normal(loc, std)
-        self.squash = TanhTransform(cache_size=1) if squash else None
+        self.loc, self.std, self.squash = loc, std, squash
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(raw action to store, action for the env in [-1, 1])."""
-        raw = self.base.sample()
-        env_action = self.squash(raw) if self.squash else raw.clamp(-1.0, 1.0)
+        with torch.no_grad():
+            raw = self.loc + self.std * torch.randn_like(self.loc)
+        env_action = torch.tanh(raw) if self.squash else raw.clamp(-1.0, 1.0)
         return raw, env_action
 
     def log_prob(self, raw: torch.Tensor) -> torch.Tensor:
-        logp = self.base.log_prob(raw)
+        logp = -0.5 * ((raw - self.loc) / self.std) ** 2 - self.std.log() - _LOG_SQRT_2PI
         if self.squash:
-            logp = logp - self.squash.log_abs_det_jacobian(raw, torch.tanh(raw))
+            logp = logp - tanh_log_det_jacobian(raw)
         return logp.sum(-1)
 
     def entropy(self) -> torch.Tensor:
-        entropy = self.base.entropy()
+        entropy = 0.5 + _LOG_SQRT_2PI + self.std.log()
         if self.squash:
-            sample = self.base.rsample()
-            entropy = entropy + self.squash.log_abs_det_jacobian(sample, torch.tanh(sample))
+            entropy = entropy + tanh_log_det_jacobian(self.loc + self.std * torch.randn_like(self.loc))
         return entropy.sum(-1)
 
 
 class Policy(nn.Module):
     """MLP -> (loc, raw std) per action dimension: a state-dependent std, as SLM-Lab's nets."""
 
-    def __init__(self, obs_size: int, action_size: int, settings: TrainerSettings):
+    def __init__(self, obs_size: int, action_size: int, settings: TrainerSettings,
+                 generator: torch.Generator | None = None):
         super().__init__()
         self.settings = settings
         self.net = mlp(obs_size, settings.policy_hidden_layers, 2 * action_size, settings.activation,
-                       settings.kernel_init)
+                       settings.kernel_init, generator)
 
     def forward(self, obs: torch.Tensor) -> ActionDistribution:
         loc, raw = self.net(obs).chunk(2, dim=-1)
@@ -205,6 +224,7 @@ class VecEnv(Protocol):
     obs_size: int
     action_size: int
     episode_length: int
+    action_repeat: int
 
     def reset(self, seed: int) -> torch.Tensor: ...
     def step(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]: ...
@@ -225,44 +245,35 @@ class Batch:
 
 @dataclass
 class TrainLog:
-    """The learning curve: after every update in which episodes finished, (env steps, mean
-    undiscounted raw return of those episodes), the quantity Brax's ``eval/episode_reward``
-    reports. ``reward_per_step`` keeps every update's mean raw reward, the fallback when a
-    budget is shorter than one episode."""
+    """The learning curve: (env steps, evaluation score) at every checkpoint, the first
+    before any update; ``reward_per_step`` is each update's mean raw training reward (a
+    diagnostic, never a score)."""
 
     steps: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     reward_per_step: list[float] = field(default_factory=list)
-    update_steps: list[int] = field(default_factory=list)
     env_steps: int = 0
+    updates: int = 0
     seconds: float = 0.0
 
 
 class PPO:
-    def __init__(self, settings: TrainerSettings, obs_size: int, action_size: int, total_updates: int,
-                 device: torch.device | str = "cpu"):
+    def __init__(self, settings: TrainerSettings, obs_size: int, action_size: int, schedule_updates: float,
+                 device: torch.device | str = "cpu", seed: int = 0):
         self.s, self.device = settings, torch.device(device)
-        self.policy = Policy(obs_size, action_size, settings).to(self.device)
+        # One generator per network: an arm that changes one network's shape keeps the other's weights.
+        self.policy = Policy(obs_size, action_size, settings, _generator(seed, 1)).to(self.device)
         self.value = mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
-                         settings.kernel_init).to(self.device)
+                         settings.kernel_init, _generator(seed, 2)).to(self.device)
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
-        self.episode_return: torch.Tensor | float = 0.0
-        self.finished: list[float] = []  # returns of episodes finished since the last read
         self.optimizers, self.schedulers = [], []
         for net in (self.policy, self.value):  # SLM-Lab: separate nets, separate Adams
-            optim = torch.optim.Adam(net.parameters(), lr=settings.learning_rate, eps=settings.adam_eps)
+            # fused: one kernel for all tensors (same update as Adam's loop, to float rounding)
+            optim = torch.optim.Adam(net.parameters(), lr=settings.learning_rate, eps=settings.adam_eps, fused=True)
             self.optimizers.append(optim)
             self.schedulers.append(torch.optim.lr_scheduler.LambdaLR(
-                optim, lambda u: lr_factor(u, total_updates, settings.lr_final_factor, settings.lr_schedule)))
-
-    def track(self, reward: torch.Tensor, done: torch.Tensor) -> None:
-        """Sum raw rewards per env; on done, keep the episode's return and start again."""
-        self.episode_return = self.episode_return + reward
-        finished = done > 0
-        if bool(finished.any()):
-            self.finished.extend(self.episode_return[finished].tolist())
-        self.episode_return = torch.where(finished, torch.zeros_like(reward), self.episode_return)
+                optim, lambda u: lr_factor(u, schedule_updates, settings.lr_final_factor, settings.lr_schedule)))
 
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalize an observation batch, first folding it into the running statistics."""
@@ -287,7 +298,6 @@ class PPO:
                 steps["reward"].append(reward)
                 steps["term"].append(terminated)
                 steps["trunc"].append(truncated)
-                self.track(reward, torch.maximum(terminated, truncated))
                 obs = self.observe(next_obs)
             unroll = {k: torch.stack(v) for k, v in steps.items()}
             rewards_total += float(unroll["reward"].mean())
@@ -332,7 +342,7 @@ class PPO:
         optim.zero_grad()
         loss.backward()
         if self.s.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(net.parameters(), self.s.max_grad_norm)
+            nn.utils.clip_grad_norm_(net.parameters(), self.s.max_grad_norm, foreach=True)
         optim.step()
 
     def update(self, batch: Batch, generator: torch.Generator) -> float:
@@ -358,56 +368,54 @@ class PPO:
         return last
 
 
-def planned_updates(settings: TrainerSettings, budget: int) -> int:
-    """Updates a budget buys: whole updates, at least one."""
-    return max(1, budget // settings.transitions_per_update)
+def _generator(seed: int, stream: int) -> torch.Generator:
+    """A CPU generator for one of a run's random streams (1 policy init, 2 value init, 3 shuffles)."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + stream)
+
+
+def schedule_updates(settings: TrainerSettings, budget: int) -> float:
+    """Updates the LR schedule runs over: SLM-Lab's frame / frames per update, the frame being
+    ``lr_decay_steps`` (the real run's horizon) or, when that is unknown, this run's budget."""
+    horizon = settings.lr_decay_steps if settings.lr_decay_steps else budget
+    return max(1.0, horizon / settings.transitions_per_update)
 
 
 def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device: str = "cpu",
-          on_update: Callable[[int, float], None] | None = None) -> TrainLog:
-    """Train for ``budget`` env steps (whole updates, at least one) and return the learning curve.
+          on_update: Callable[[int], None] | None = None, evaluate: Callable[["PPO"], float] | None = None,
+          eval_every: int | None = None) -> TrainLog:
+    """Train for ``budget`` env steps, scoring with ``evaluate`` at step 0 and every ``eval_every`` steps.
 
+    ``budget`` and ``eval_every`` must be whole updates (the plan rounds them; a mismatch is an
+    error, never a silent extra update). Env steps count action repeats, as Brax counts them.
     Raises FloatingPointError when a loss or an observation goes NaN, naming the update.
     """
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    updates = planned_updates(settings, budget)
-    agent = PPO(settings, env.obs_size, env.action_size, updates, device)
+    update_steps = settings.transitions_per_update * int(getattr(env, "action_repeat", 1))
+    if budget % update_steps or (eval_every is not None and eval_every % update_steps):
+        raise ValueError(f"budget {budget} and checkpoint interval {eval_every} must be whole updates of "
+                         f"{update_steps} env steps")
+    torch.manual_seed(seed)  # action sampling
+    shuffles = _generator(seed, 3)
+    agent = PPO(settings, env.obs_size, env.action_size, schedule_updates(settings, budget), device, seed)
     log, started = TrainLog(), time.perf_counter()
     obs = agent.observe(env.reset(seed))
-    agent.episode_return = torch.zeros(env.num_envs, device=agent.device)
-    for update in range(updates):
+
+    def checkpoint() -> None:
+        if evaluate is not None and (eval_every is None and log.env_steps in (0, budget)
+                                     or eval_every is not None and log.env_steps % eval_every == 0):
+            log.steps.append(log.env_steps)
+            log.scores.append(float(evaluate(agent)))
+
+    checkpoint()
+    for update in range(budget // update_steps):
         batch, obs = agent.collect(env, obs)
-        loss = agent.update(batch, generator)
+        loss = agent.update(batch, shuffles)
         if not math.isfinite(loss) or not math.isfinite(batch.mean_reward) or not bool(torch.isfinite(obs).all()):
             raise FloatingPointError(f"NaN or inf at update {update + 1} (loss {loss}, reward {batch.mean_reward})")
-        steps = settings.transitions_per_update
-        log.env_steps += steps
+        log.env_steps += update_steps
+        log.updates += 1
         log.reward_per_step.append(batch.mean_reward)
-        log.update_steps.append(log.env_steps)
-        if agent.finished:
-            log.steps.append(log.env_steps)
-            log.scores.append(float(np.mean(agent.finished)))
-            agent.finished = []
+        checkpoint()
         if on_update:
-            on_update(steps, log.scores[-1] if log.scores else float("nan"))
+            on_update(update_steps)
     log.seconds = time.perf_counter() - started
     return log
-
-
-def curve(log: TrainLog, episode_length: int) -> tuple[list[int], list[float], str]:
-    """(steps, scores, kind): finished-episode returns, or with none finished (a budget shorter
-    than one episode) each update's reward per step x episode length."""
-    if log.scores:
-        return log.steps, log.scores, "episode_return"
-    return log.update_steps, [r * episode_length for r in log.reward_per_step], "reward_per_step_x_episode_length"
-
-
-def final_score(log: TrainLog, episode_length: int) -> float:
-    """A run's result: the mean return over its last 20% of curve points (at least one); with no
-    finished episode, the mean reward per step of the last 20% of updates x episode length."""
-    values = log.scores or [r * episode_length for r in log.reward_per_step]
-    if not values:
-        return float("nan")
-    tail = max(1, len(values) // 5)
-    return float(np.mean(values[-tail:]))

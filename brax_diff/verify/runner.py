@@ -1,12 +1,21 @@
-"""Run a plan: every run once (cached), then verdicts, plots and one JSON result.
+"""Run a plan: every run once (cached), then the gap, the verdicts, plots and one JSON result.
 
 A run that raises or goes NaN is recorded as failed with its error and counted as such;
 it is never silently dropped. Finished runs come from the cache, so an interrupted
 ``verify`` resumes where it stopped.
+
+The statistics compare only runs of one ``score_kind`` and one env-step count, and use the
+seeds every compared arm finished (seed i of each arm shares reset keys and, where the shapes
+allow, initial weights). Three families, each corrected on its own (Holm-Bonferroni):
+
+* ``gap``: all_fixes vs baseline, reference vs baseline, reference vs all_fixes;
+* ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
+* ``variants``: variant:<key> vs baseline.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -18,20 +27,28 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import BRAX, TORCH, Plan, RunSpec
+from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec
 from .settings import TrainerSettings
 
-TORCH_CPU_THREADS = 1  # see run_plan
-CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; expect a few thousand env "
-            "steps/s, so consider a smaller --budget (e.g. 200000) or --set num_envs=256")
+TORCH_CPU_THREADS = 1  # see _configure_cpu_process
+CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-diff verify --plan` estimates "
+            "the time, and --preset cpu sizes a plan for a 2-core machine")
+
+# (x, y) of the gap family: x - y, so a positive difference means x scores higher.
+GAP_COMPARISONS = {
+    "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
+    "reference_vs_baseline": (REFERENCE, BASELINE),
+    "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
+}
 
 
 @dataclass
 class VerifyResult:
     plan: Plan
     results: list[RunResult]
-    verdicts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reference: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    gap: dict[str, Any] = field(default_factory=dict)
+    plots: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     seconds: float = 0.0
 
@@ -39,15 +56,29 @@ class VerifyResult:
     def failed(self) -> list[RunResult]:
         return [r for r in self.results if r.status == FAILED]
 
+    def throughput(self) -> dict[str, dict[str, Any]]:
+        """Env steps/s of each trainer over its finished runs (the whole run, evaluations included)."""
+        out: dict[str, dict[str, Any]] = {}
+        for trainer in (TORCH, BRAX):
+            runs = [r for r in self.results if r.spec.trainer == trainer and r.status == OK and r.seconds > 0]
+            if runs:
+                steps, seconds = sum(r.env_steps for r in runs), sum(r.seconds for r in runs)
+                out[trainer] = {"runs": len(runs), "env_steps": steps, "seconds": round(seconds, 1),
+                                "env_steps_per_s": round(steps / seconds, 1)}
+        return out
+
     def to_json(self) -> dict:
         return {
             "plan": self.plan.to_json(),
             "device": self.device,
+            "gap": self.gap,
             "verdicts": self.verdicts,
-            "reference": self.reference,
+            "plots": dict(sorted(self.plots.items())),
+            "throughput": self.throughput(),
             "runs": [{"arm": r.spec.arm, "env": r.spec.env, "seed": r.spec.seed, "trainer": r.spec.trainer,
-                      "status": r.status, "final_score": r.final_score, "env_steps": r.env_steps,
-                      "seconds": round(r.seconds, 1), "error": r.error} for r in self.results],
+                      "status": r.status, "score": r.score, "score_kind": r.score_kind, "env_steps": r.env_steps,
+                      "steps": r.steps, "scores": r.scores, "seconds": round(r.seconds, 1), "error": r.error}
+                     for r in self.results],
         }
 
 
@@ -62,6 +93,12 @@ def pick_device() -> str:
 
 class _Progress:
     """A rich progress bar over env steps, with runs done and the current steps/s."""
+
+    @classmethod
+    def disabled(cls) -> "_Progress":
+        progress = cls.__new__(cls)
+        progress.enabled, progress.total_runs, progress.done, progress.advanced = False, 0, 0, 0
+        return progress
 
     def __init__(self, plan: Plan, enabled: bool):
         self.enabled = enabled
@@ -132,30 +169,36 @@ class Runner:
         except Exception as exc:  # a crash is a result too: recorded, shown, never dropped
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             result = RunResult(spec, FAILED, error=f"{type(exc).__name__}: {message}"[:500],
-                               seconds=time.perf_counter() - started, device=self.device)
+                               seconds=time.perf_counter() - started, device=self.device,
+                               score_kind=spec.scoring.kind)
         self.cache.store(result)
         return result
 
     def _run_torch(self, spec: RunSpec) -> RunResult:
         from . import ppo_torch
+        from .evaluate import TorchEvaluator
 
         settings = TrainerSettings.from_json(spec.settings)
         env = self.env(spec.env, settings.num_envs, settings.episode_length)
+        evaluator = TorchEvaluator(spec.env, settings, spec.seed, spec.scoring.eval_envs, spec.scoring.deterministic,
+                                   settings.episode_length)
         clock = {"t": time.perf_counter()}
 
-        def on_update(steps: int, score: float) -> None:
+        def on_update(steps: int) -> None:
             now = time.perf_counter()
             self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
             clock["t"] = now
 
-        log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update)
-        steps, scores, kind = ppo_torch.curve(log, env.episode_length)
-        return RunResult(spec, OK, steps, scores, ppo_torch.final_score(log, env.episode_length), log.env_steps,
-                         log.seconds, device=self.device, score_kind=kind)
+        log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update, evaluate=evaluator,
+                              eval_every=spec.scoring.eval_every)
+        if log.steps != spec.scoring.checkpoints:
+            raise ValueError(f"evaluated at {log.steps}, not at the plan's checkpoints {spec.scoring.checkpoints}")
+        if not all(math.isfinite(s) for s in log.scores):
+            raise FloatingPointError(f"evaluation return is not finite: {log.scores}")
+        return RunResult(spec, OK, log.steps, log.scores, log.scores[-1], log.env_steps, log.seconds,
+                         device=self.device, score_kind=spec.scoring.kind)
 
     def _run_brax(self, spec: RunSpec) -> RunResult:
-        import math
-
         from . import brax_reference
 
         last = {"steps": 0, "t": time.perf_counter()}
@@ -168,169 +211,311 @@ class Runner:
             if not math.isfinite(score):
                 raise FloatingPointError(f"eval reward is {score} at {steps} env steps")
 
-        steps, scores, seconds = brax_reference.train(spec.settings, spec.env, spec.budget, spec.seed, on_eval)
-        return RunResult(spec, OK, steps, scores, scores[-1] if scores else None, steps[-1] if steps else 0,
-                         seconds, device=self.device)
+        steps, scores, seconds = brax_reference.train(spec.settings, spec.env, spec.budget, spec.seed, spec.scoring,
+                                                      on_eval)
+        return RunResult(spec, OK, steps, scores, scores[-1], steps[-1], seconds, device=self.device,
+                         score_kind=spec.scoring.kind)
 
 
-def _final_scores(results: list[RunResult], env: str, arm: str) -> list[float]:
-    return [r.final_score for r in results
-            if r.spec.env == env and r.spec.arm == arm and r.status == OK and r.final_score is not None]
+# -- statistics over runs ----------------------------------------------------------------
+def _finished(results: list[RunResult], env: str, arm: str) -> dict[int, RunResult]:
+    return {r.spec.seed: r for r in results
+            if r.spec.env == env and r.spec.arm == arm and r.status == OK and r.score is not None}
 
 
-def _score_matrix(results: list[RunResult], envs: list[str], arm: str) -> list[list[float]] | None:
-    """(seeds, envs) of one arm's final scores, cut to the seed count every env has."""
-    columns = [_final_scores(results, env, arm) for env in envs]
-    runs = min(len(c) for c in columns)
-    if runs == 0:
-        return None
-    return [[column[i] for column in columns] for i in range(runs)]
+def paired_scores(results: list[RunResult], envs: list[str], x_arm: str, y_arm: str):
+    """(x, y) score matrices (seeds, envs) over the seeds both arms finished in every env.
+
+    Raises BraxDiffError when the runs are not the same quantity (score kind, env steps)."""
+    x_runs = {env: _finished(results, env, x_arm) for env in envs}
+    y_runs = {env: _finished(results, env, y_arm) for env in envs}
+    seeds = sorted(set.intersection(*(set(x_runs[e]) & set(y_runs[e]) for e in envs))) if envs else []
+    compared = [runs[e][s] for runs in (x_runs, y_runs) for e in envs for s in seeds]
+    kinds = {r.score_kind for r in compared}
+    steps = {r.env_steps for r in compared}
+    if len(kinds) > 1 or len(steps) > 1:
+        raise BraxDiffError(f"{x_arm} vs {y_arm}: runs of different kinds cannot be compared "
+                            f"(score kinds {sorted(kinds)}, env steps {sorted(steps)})")
+    x = [[x_runs[e][s].score for e in envs] for s in seeds]
+    y = [[y_runs[e][s].score for e in envs] for s in seeds]
+    return x, y, seeds
 
 
-def verdicts(plan: Plan, results: list[RunResult], plots: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """One verdict per variant key, stratified over the environments that ran it."""
-    out: dict[str, dict[str, Any]] = {}
-    keys = sorted({a.key for a in plan.ablations if a.action == "variant"})
-    for key in keys:
-        envs = [a.env for a in plan.ablations if a.key == key and a.action == "variant"]
-        arm = f"variant:{key}"
-        failed = sum(1 for r in results if r.spec.arm in (arm, "baseline") and r.spec.env in envs
-                     and r.status == FAILED)
-        variant, baseline = _score_matrix(results, envs, arm), _score_matrix(results, envs, "baseline")
-        entry: dict[str, Any] = {"envs": envs, "failed_runs": failed, "plot": plots.get(key)}
-        if variant is None or baseline is None or len(variant) < 2 or len(baseline) < 2:
-            entry.update(verdict=stats.INCONCLUSIVE, iqm_delta=None, ci=None, poi=None,
-                         reason="fewer than 2 finished runs per arm")
+def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict[str, tuple[str, str, list[str]]]
+            ) -> list[dict[str, Any]]:
+    """Decide one family: ``{name: (x arm, y arm, envs)}``; entries in the verify.json form."""
+    matrices, meta = {}, {}
+    for name, (x_arm, y_arm, envs) in comparisons.items():
+        x, y, seeds = paired_scores(results, envs, x_arm, y_arm)
+        meta[name] = (x_arm, y_arm, envs, seeds)
+        if seeds:
+            matrices[name] = (x, y)
+    decided = stats.decide_family(matrices)
+    out = []
+    for name in sorted(comparisons):
+        x_arm, y_arm, envs, seeds = meta[name]
+        entry: dict[str, Any] = {"family": family, "name": name, "arm": x_arm, "vs": y_arm, "envs": envs}
+        tested = x_arm if ":" in x_arm else y_arm  # loo: all_fixes vs loo:<key>; variants: variant:<key> vs baseline
+        if ":" in tested:
+            entry["key"] = tested.split(":", 1)[1]
+        if name in decided:
+            entry.update(decided[name].to_json())
         else:
-            comparison = stats.compare(variant, baseline)
-            entry.update(comparison.to_json())
-        out[key] = entry
+            entry.update(verdict=stats.INCONCLUSIVE, seeds=0, ci=None, min_detectable_effect=None,
+                         reason="no seed finished in both arms")
+        entry["seed_list"] = seeds
+        out.append(entry)
     return out
 
 
-def reference_summary(plan: Plan, results: list[RunResult]) -> dict[str, dict[str, Any]]:
-    """Brax's trainer against the SLM-Lab baseline, per environment."""
-    out: dict[str, dict[str, Any]] = {}
-    if not plan.with_reference:
+def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
+    """Every comparison the plan's arms allow, family by family."""
+    arms = set(plan.arms())
+    out: list[dict[str, Any]] = []
+    gap = {name: (x, y, plan.envs) for name, (x, y) in GAP_COMPARISONS.items() if {x, y} <= arms}
+    if gap:
+        out += _family(results, plan, "gap", gap)
+    for prefix, family, base in (("loo:", "loo", ALL_FIXES), ("variant:", "variants", BASELINE)):
+        comparisons = {}
+        for arm in sorted(a for a in arms if a.startswith(prefix)):
+            envs = [e for e in plan.envs if any(r.arm == arm and r.env == e for r in plan.runs)]
+            # leave-one-out: x is all_fixes (with the fix), y the arm without it
+            comparisons[arm] = (base, arm, envs) if family == "loo" else (arm, base, envs)
+        if comparisons:
+            out += _family(results, plan, family, comparisons)
+    return out
+
+
+def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far baseline and all_fixes are from Brax's trainer, and the fraction of the gap closed.
+
+    closed_fraction = (all_fixes - baseline) / (reference - baseline) on the arms' means,
+    with Fieller's 95% interval (the three arms resampled independently, the shared baseline
+    giving the covariance); null when the gap itself is not resolved."""
+    arms = set(plan.arms())
+    if not {BASELINE, ALL_FIXES, REFERENCE} <= arms:
+        return {}
+    by_name = {d["name"]: d for d in decided if d["family"] == "gap"}
+    seeds = sorted(set.intersection(*(set(_finished(results, e, a)) for e in plan.envs
+                                      for a in (BASELINE, ALL_FIXES, REFERENCE))))
+    out: dict[str, Any] = {"envs": list(plan.envs), "seeds": len(seeds), "env_steps": plan.budget,
+                           "score_kind": plan.scoring.kind,
+                           "baseline_vs_reference": _flip(by_name["reference_vs_baseline"]),
+                           "all_fixes_vs_reference": _flip(by_name["reference_vs_all_fixes"]),
+                           "all_fixes_vs_baseline": by_name["all_fixes_vs_baseline"]}
+    if len(seeds) < 2:
+        out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out
-    for env in plan.envs:
-        brax_scores = _final_scores(results, env, "reference")
-        slm_scores = _final_scores(results, env, "baseline")
-        entry: dict[str, Any] = {"brax_finished": len(brax_scores), "slm_finished": len(slm_scores)}
-        if brax_scores:
-            entry["brax_iqm"] = stats.iqm(brax_scores)
-        if slm_scores:
-            entry["slm_iqm"] = stats.iqm(slm_scores)
-        if len(brax_scores) >= 2 and len(slm_scores) >= 2:
-            entry["iqm_delta_ci"] = list(stats.iqm_difference_ci(brax_scores, slm_scores))
-            entry["poi_brax_over_slm"] = stats.probability_of_improvement(brax_scores, slm_scores)
-        out[env] = entry
+    spreads, means = {}, {}
+    for arm in (BASELINE, ALL_FIXES, REFERENCE):
+        matrix = [[_finished(results, e, arm)[s].score for e in plan.envs] for s in seeds]
+        spreads[arm] = stats.spread(matrix)
+        means[arm] = spreads[arm].mean
+    for arm, mean in means.items():
+        out[f"{arm}_mean"] = mean
+    closed, gap = means[ALL_FIXES] - means[BASELINE], means[REFERENCE] - means[BASELINE]
+    out["closed_fraction"] = closed / gap if gap != 0 else None
+    vb, vf, vr = (spreads[a].variance for a in (BASELINE, ALL_FIXES, REFERENCE))
+    df = len(seeds) - 1
+    interval = stats.fieller_ratio(closed, gap, vf + vb, vr + vb, vb, df) if gap != 0 else None
+    out["closed_fraction_ci"] = None if interval is None else list(interval)
+    if interval is None:
+        out["reason"] = (f"the gap between baseline and reference is not resolved at {len(seeds)} seeds: "
+                         "its interval contains 0, so the fraction is unbounded")
     return out
 
 
+def _flip(entry: dict[str, Any]) -> dict[str, Any]:
+    """A gap-family entry read the other way round (baseline - reference instead of reference - baseline)."""
+    flipped = dict(entry)
+    flipped["arm"], flipped["vs"] = entry["vs"], entry["arm"]
+    flipped["name"] = f"{entry['vs']}_vs_{entry['arm']}"
+    for key in ("delta",):
+        if flipped.get(key) is not None:
+            flipped[key] = -flipped[key]
+    if flipped.get("mean_x") is not None:
+        flipped["mean_x"], flipped["mean_y"] = entry["mean_y"], entry["mean_x"]
+    if flipped.get("ci"):
+        flipped["ci"] = [-entry["ci"][1], -entry["ci"][0]]
+    flipped["verdict"] = {stats.SUPPORTED: stats.NOT_SUPPORTED, stats.NOT_SUPPORTED: stats.SUPPORTED}.get(
+        entry["verdict"], entry["verdict"])
+    if flipped.get("poi") is not None:
+        flipped["poi"] = 1.0 - entry["poi"]
+    return flipped
+
+
+# -- plots -------------------------------------------------------------------------------
 def _curves(results: list[RunResult], env: str, arm: str):
     return [(r.steps, r.scores) for r in results if r.spec.env == env and r.spec.arm == arm and r.status == OK]
 
 
-# A run shorter than one episode has no episode return: its curve is an estimate, and the
-# plot says so, since it is not comparable with a curve of finished episodes.
-ESTIMATE_LABEL = " [no episode finished: reward/step x episode length]"
-
-
-def _arm(results: list[RunResult], env: str, arm: str, label: str) -> tuple[str, list]:
-    runs = [r for r in results if r.spec.env == env and r.spec.arm == arm and r.status == OK]
-    estimated = any(r.score_kind != "episode_return" for r in runs)
-    return label + (ESTIMATE_LABEL if estimated else ""), _curves(results, env, arm)
-
-
 def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str, str]:
-    """One PNG per variant key (first environment that ran it) and one per env for the reference."""
+    """One PNG per env for the gap (baseline, all_fixes, reference), one per leave-one-out and
+    per variant key (first environment that ran it); name -> path relative to ``output``."""
     from .plots import learning_curves
 
+    ylabel = (f"evaluation return ({'deterministic' if plan.scoring.deterministic else 'stochastic'} policy, "
+              f"{plan.scoring.eval_envs} episodes)")
+    arms = plan.arms()
     plots: dict[str, str] = {}
-    for ablation in plan.ablations:
-        if ablation.action != "variant" or ablation.key in plots:
+    for env in plan.envs:
+        if BASELINE in arms and (ALL_FIXES in arms or REFERENCE in arms):
+            name = f"plots/{env}-gap.png"
+            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, "all_fixes (every expressible fix)"),
+                     (REFERENCE, "reference (Brax ppo.train)")]
+            learning_curves(output / name, f"{env}: SLM-Lab settings, all fixes, Brax's trainer",
+                            {label: _curves(results, env, arm) for arm, label in shown if arm in arms}, ylabel)
+            plots[f"gap:{env}"] = name
+    for arm in arms:
+        if not arm.startswith(("loo:", "variant:")):
             continue
-        name = f"plots/{ablation.env}-{ablation.key}.png"
-        learning_curves(output / name, f"{ablation.env}: {ablation.key} slm={ablation.slm} -> brax={ablation.brax}",
-                        dict([_arm(results, ablation.env, "baseline", "baseline (SLM-Lab)"),
-                              _arm(results, ablation.env, f"variant:{ablation.key}",
-                                   f"variant ({ablation.key} = Brax)")]))
-        plots[ablation.key] = name
-    if plan.with_reference:
-        for env in plan.envs:
-            name = f"plots/{env}-reference.png"
-            learning_curves(output / name, f"{env}: SLM-Lab settings (PyTorch) vs Brax's trainer",
-                            dict([_arm(results, env, "baseline", "baseline (SLM-Lab)"),
-                                  _arm(results, env, "reference", "Brax ppo.train")]))
-            plots[f"reference:{env}"] = name
+        env = next(r.env for r in plan.runs if r.arm == arm)
+        key = arm.split(":", 1)[1]
+        base, label = (ALL_FIXES, f"loo ({key} back at SLM-Lab's value)") if arm.startswith("loo:") else (
+            BASELINE, f"variant ({key} = Brax)")
+        name = f"plots/{env}-{arm.replace(':', '-')}.png"
+        learning_curves(output / name, f"{env}: {arm}", {base: _curves(results, env, base),
+                                                         label: _curves(results, env, arm)}, ylabel)
+        plots[arm] = name
     return plots
 
 
+def _configure_cpu_process(xla_single_thread: bool) -> None:
+    """torch on one thread; XLA too in a worker (one process per core; set before jax starts)."""
+    import os
+
+    if xla_single_thread:
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    import torch
+
+    # JAX steps the env in this process; torch's own CPU thread pool fighting XLA's for the
+    # same cores made small updates 20-30x slower here (measured: 12 s vs 0.4 s per run).
+    torch.set_num_threads(TORCH_CPU_THREADS)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_start(cache_dir: str, device: str) -> None:
+    """A worker of ``run_plan(jobs > 1)``: one thread each, the shared XLA and run caches."""
+    _configure_cpu_process(True)
+    from .envs import enable_compilation_cache
+
+    enable_compilation_cache(Path(cache_dir) / "xla")
+    _WORKER["runner"] = Runner(RunCache(cache_dir), device, _Progress.disabled())
+
+
+def _worker_run(spec_json: dict) -> dict:
+    from .plan import RunSpec
+
+    return _WORKER["runner"].run(RunSpec.from_json(spec_json)).to_json()
+
+
 def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_dir: str | Path | None = None,
-             retry_failed: bool = False, device: str | None = None, log=None) -> VerifyResult:
+             retry_failed: bool = False, device: str | None = None, log=None, jobs: int = 1) -> VerifyResult:
     """Run every run of ``plan`` not already in the cache, then judge and plot.
 
-    ``log`` receives human-readable lines (default: stderr). Results go to
-    ``output_dir/verify.json`` and ``output_dir/plots/`` when ``output_dir`` is given.
+    ``jobs`` > 1 runs that many runs at once, each in a process of its own with one thread
+    (on a CPU: one per core). ``log`` receives human-readable lines (default: stderr).
+    Results go to ``output_dir/verify.json`` and ``output_dir/plots/`` when given.
     """
     log = log or (lambda line: print(line, file=sys.stderr))
     started = time.perf_counter()
     from .envs import enable_compilation_cache
 
+    if jobs < 1:
+        raise BraxDiffError(f"--jobs must be >= 1, got {jobs}")
     cache = RunCache(cache_dir)
     enable_compilation_cache(Path(cache_dir) / "xla")
     device = device or pick_device()
     if device == "cpu":
         log(CPU_HINT)
-        import torch
-
-        # JAX steps the env in this process; torch's own CPU thread pool fighting XLA's for the
-        # same cores made small updates 20-30x slower here (measured: 12 s vs 0.4 s per run).
-        torch.set_num_threads(TORCH_CPU_THREADS)
+        _configure_cpu_process(False)
     bar = _Progress(plan, progress)
-    runner = Runner(cache, device, bar)
-    results: list[RunResult] = []
+    done: dict[int, RunResult] = {}
+    pending: list[int] = []
+    for index, spec in enumerate(plan.runs):
+        cached = cache.load(spec)
+        if cached is not None and (cached.status == OK or not retry_failed):
+            done[index] = cached
+            bar.finish_run(cached)
+        else:
+            pending.append(index)
     try:
-        for spec in plan.runs:
-            cached = cache.load(spec)
-            if cached is not None and (cached.status == OK or not retry_failed):
-                result = cached
-            else:
-                result = runner.run(spec)
-            results.append(result)
-            bar.finish_run(result)
+        if jobs == 1 or len(pending) < 2:
+            runner = Runner(cache, device, bar)
+            for index in pending:
+                done[index] = runner.run(plan.runs[index])
+                bar.finish_run(done[index])
+        else:
+            _run_in_processes(plan, pending, done, cache, device, bar, jobs)
     finally:
         bar.close()
-    plots: dict[str, str] = {}
+    results = [done[i] for i in range(len(plan.runs))]
+    decided = verdicts(plan, results)
+    result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
+                          seconds=time.perf_counter() - started)
     if output_dir is not None:
-        plots = write_plots(plan, results, Path(output_dir))
-    result = VerifyResult(plan, results, verdicts(plan, results, plots), reference_summary(plan, results), device,
-                          time.perf_counter() - started)
-    for key, plot in plots.items():
-        if key.startswith("reference:"):
-            result.reference[key.split(":", 1)[1]]["plot"] = plot
-    if output_dir is not None:
+        result.plots = write_plots(plan, results, Path(output_dir))
         write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
     return result
 
 
+def _run_in_processes(plan: Plan, pending: list[int], done: dict[int, RunResult], cache: RunCache, device: str,
+                      bar: "_Progress", jobs: int) -> None:
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: JAX and torch start clean
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
+                             initargs=(str(cache.directory), device)) as pool:
+        futures = {pool.submit(_worker_run, plan.runs[i].to_json()): i for i in pending}
+        try:
+            while futures:
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    index = futures.pop(future)
+                    done[index] = RunResult.from_json(future.result())
+                    bar.finish_run(done[index])
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def _ci(entry: dict[str, Any]) -> str:
+    if not entry.get("ci"):
+        return ""
+    low, high = entry["ci"]
+    return f" [{low:+.1f}, {high:+.1f}] at {entry.get('ci_level', 0.95):.1%}"
+
+
 def render(result: VerifyResult) -> str:
-    """The verdicts as plain text, failed runs named."""
+    """The gap first, then every verdict, then failed runs, as plain text."""
     lines = [f"verify: {len(result.results)} runs on {result.device} in {result.seconds:.0f} s "
-             f"({len(result.failed)} failed)"]
-    for key, entry in sorted(result.verdicts.items()):
-        if entry.get("ci"):
-            low, high = entry["ci"]
-            lines.append(f"  {key:<30} {entry['verdict']:<14} IQM delta {entry['iqm_delta']:+.1f} "
-                         f"[{low:+.1f}, {high:+.1f}]  P(variant > baseline) {entry['poi']:.2f}  "
-                         f"n={entry['seeds']}")
+             f"({len(result.failed)} failed); score: {result.plan.scoring.kind} at {result.plan.budget:,} env steps"]
+    gap = result.gap
+    if gap:
+        lines.append(f"gap ({gap['seeds']} seeds, {', '.join(gap['envs'])}):")
+        for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline"):
+            entry = gap[name]
+            if entry.get("delta") is not None:
+                lines.append(f"  {name:<24} {entry['delta']:+.1f}{_ci(entry)}  {entry['verdict']}")
+        fraction = gap.get("closed_fraction")
+        if fraction is not None:
+            interval = gap.get("closed_fraction_ci")
+            bounds = f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f" ({gap.get('reason', '')})"
+            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f}{bounds}")
+    for entry in result.verdicts:
+        if entry["family"] == "gap":
+            continue
+        if entry.get("delta") is not None and entry.get("ci"):
+            extra = "" if entry["verdict"] != stats.INCONCLUSIVE or entry.get("min_detectable_effect") is None else (
+                f"  (detectable: |effect| >= {entry['min_detectable_effect']:.1f})")
+            lines.append(f"  {entry['family']:<8} {entry['arm']:<32} {entry['delta']:+.1f}{_ci(entry)}  "
+                         f"{entry['verdict']}{extra}  n={entry['seeds']}")
         else:
-            lines.append(f"  {key:<30} {entry['verdict']:<14} ({entry.get('reason', '')})")
-    for env, entry in sorted(result.reference.items()):
-        brax, slm = entry.get("brax_iqm"), entry.get("slm_iqm")
-        lines.append(f"  reference {env}: Brax ppo.train IQM {brax if brax is None else round(brax, 1)}, "
-                     f"SLM-Lab settings IQM {slm if slm is None else round(slm, 1)}")
+            lines.append(f"  {entry['family']:<8} {entry['arm']:<32} {entry['verdict']} ({entry.get('reason', '')})")
     for failed in result.failed:
         lines.append(f"  FAILED {failed.spec.env} {failed.spec.arm} seed {failed.spec.seed}: {failed.error}")
     return "\n".join(lines) + "\n"

@@ -70,6 +70,10 @@ class TrainerSettings:
     """"constant" or "linear_decay" (to lr_final_factor at the end of the budget, stepped per update)."""
     lr_final_factor: float = 0.033
     """Final learning rate as a fraction of the initial one."""
+    lr_decay_steps: int | None = None
+    """Env steps (all envs together) the decay runs over: SLM-Lab's ``lr_scheduler_spec.frame``,
+    i.e. the real run's ``max_frame``, so a short run sees the first steps of the real schedule;
+    None: over this run's own budget (a compressed schedule)."""
     adam_eps: float = 1e-5
     """Adam's epsilon."""
     max_grad_norm: float | None = 1.0
@@ -162,8 +166,10 @@ FIELDS = tuple(f.name for f in fields(TrainerSettings))
 # keys they are computed from, so they get no run of their own.
 DERIVED_KEYS = {
     "transitions_per_update": "num_envs x unroll_length x unrolls_per_update",
+    "minibatch_transitions": "transitions_per_update / minibatches_per_epoch",
     "gradient_steps_per_update": "epochs_per_update x minibatches_per_epoch",
     "gae_horizon": "unroll_length (GAE runs over one unroll in both trainers)",
+    "lr_decay_steps": "lr_schedule (a constant rate has no horizon to move)",
 }
 
 # Canonical keys the PyTorch trainer cannot express, and why (the plan lists them as skipped).
@@ -233,7 +239,7 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
 
 
 _OPTIONAL_NUMBERS = {"obs_clip": float, "max_grad_norm": float, "std_max": float, "value_clipping": float,
-                     "episode_length": int}
+                     "episode_length": int, "lr_decay_steps": int}
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
@@ -259,7 +265,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
                     raise ValueError(text)
                 out[name] = text.lower() in ("true", "1")
             elif isinstance(current, int):
-                out[name] = int(text)
+                out[name] = _whole_number(text)
             elif isinstance(current, float):
                 out[name] = float(text)
             else:
@@ -267,6 +273,37 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
         except ValueError:
             raise BraxDiffError(f"bad override {item!r}: {text!r} is not a {type(current).__name__}") from None
     return out
+
+
+def split_sets(items: list[str] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """``verify --set`` items -> (trainer overrides, SLM-Lab spec variables).
+
+    A name that is a field of :class:`TrainerSettings` is an override for every PyTorch run;
+    any other name (``max_frame``, ``env``) is a ``${name}`` substitution in the SLM-Lab spec,
+    as ``extract slm --set`` does; the extractor rejects one the spec does not use."""
+    fields_, spec_vars = [], {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BraxDiffError(f"--set {item!r}: expected NAME=VALUE, e.g. --set max_frame=100000000")
+        if name.strip() in FIELDS:
+            fields_.append(item)
+        elif name.strip().isidentifier():
+            spec_vars[name.strip()] = value.strip()
+        else:
+            raise BraxDiffError(f"--set {item!r}: {name.strip()!r} is neither a trainer setting nor a spec variable")
+    return parse_overrides(fields_), spec_vars
+
+
+def _whole_number(text: str) -> int:
+    """``"100000000"``, ``"1e8"`` or ``"1_000_000"`` -> an int; anything else is a ValueError."""
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)
+        if not math.isfinite(number) or number != int(number):
+            raise ValueError(text) from None
+        return int(number)
 
 
 # Canonical key -> keyword of brax.training.agents.ppo.train, for keys that map one to one.
