@@ -158,7 +158,7 @@ def test_overrides_apply_to_every_run_and_to_the_brax_reference():
 
 def test_presets_fill_what_the_flags_leave_open():
     cpu = resolve_options("cpu", seeds=None, budget=None, arms=None, num_envs=None, evals=None, eval_envs=None)
-    assert cpu["arms"] == ("gap",) and cpu["seeds"] == 5 and cpu["num_envs"] == 32
+    assert cpu["arms"] == ("gap",) and cpu["seeds"] == 5 and cpu["num_envs"] == 32 and cpu["jobs"] == 2
     mine = resolve_options("cpu", seeds=7, budget=None, arms="gap,loo", num_envs=None, evals=None, eval_envs=None)
     assert mine["seeds"] == 7 and mine["arms"] == ("gap", "loo") and mine["budget"] == cpu["budget"]
     default = resolve_options(None, seeds=None, budget=None, arms=None, num_envs=None, evals=None, eval_envs=None)
@@ -189,6 +189,8 @@ def test_the_estimate_counts_every_run_and_says_which_machine():
                       throughput)
     assert longer.seconds > cost.seconds
     assert throughput.machine in cost.render() and set(cost.per_arm) == {"baseline", "all_fixes", "reference"}
+    two = estimate(plan, throughput, jobs=2)
+    assert two.seconds - two.compile_seconds == pytest.approx((cost.seconds - cost.compile_seconds) / 2)
 
 
 def test_brax_train_settings_derive_batch_size_and_double_the_value_coefficient():

@@ -205,7 +205,8 @@ VERIFY_ENV_FOR_FAMILY = {"dm_control": "CartpoleBalance"}
 
 def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None, settings: Settings,
                 output_dir: Path) -> dict:
-    """`brax-diff verify` with its defaults on the scope's environment; the result's JSON."""
+    """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
+    or cpu); the result's JSON."""
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.plan import resolve_options
 
@@ -221,10 +222,14 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
     slm = slm_extractor.variant(variant or slm_extractor.variant_for(family=family, env=env))
     from ..verify.costs import estimate, load_throughput
 
-    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], **resolve_options(None))
+    from ..verify.runner import pick_device
+
+    options = resolve_options("gpu" if pick_device() == "cuda" else "cpu")  # the preset the machine can run
+    jobs = options.pop("jobs")
+    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], **options)
     print(estimate(plan, load_throughput()).render(), file=sys.stderr)
     cache = Path(settings.cache_dir or ".brax-diff-cache") / "verify"
-    return run_plan(plan, cache, output_dir=output_dir).to_json()
+    return run_plan(plan, cache, output_dir=output_dir, jobs=jobs).to_json()
 
 
 def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[Path], list[Path]]:

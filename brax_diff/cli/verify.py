@@ -38,6 +38,8 @@ def verify(
                                                   "for every run, or an SLM-Lab spec variable such as max_frame."),
     no_reference: bool = typer.Option(False, "--no-reference", help="Skip the runs of Brax's own trainer."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs recorded as failed."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once, each in a process of its own "
+                                       "(default 1; the cpu preset: 2, one per core)."),
     throughput: Optional[Path] = typer.Option(None, "--throughput", help="Measured throughput (TOML from "
                                               "benchmarks/bench_trainers.py) for the time estimate."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Run cache (default .brax-diff-cache/verify)."),
@@ -70,7 +72,8 @@ def verify(
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
     options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
-                              eval_envs=eval_envs)
+                              eval_envs=eval_envs, jobs=jobs)
+    jobs = options.pop("jobs")
     trainer_overrides, spec_sets = split_sets(overrides)
     envs = list(env or ["CartpoleBalance"])
     if (brax_json is None) != (slm_json is None):
@@ -87,7 +90,7 @@ def verify(
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
     plan = build_plan(brax, slm, envs=envs, keys=key_list, overrides=trainer_overrides, reference=not no_reference,
                       deterministic=deterministic, **options)
-    cost = estimate(plan, load_throughput(throughput))
+    cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:
         if fmt == "json":
             print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS))
@@ -105,7 +108,7 @@ def verify(
         for warning in plan.warnings:
             typer.echo(f"warning: {warning}", err=True)
     result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
-                      retry_failed=retry_failed)
+                      retry_failed=retry_failed, jobs=jobs)
     if fmt == "json":
         print_json(result.to_json())
     else:

@@ -119,15 +119,17 @@ class Estimate:
     compile_seconds: float = 0.0
     machine: str = ""
     date: str = ""
+    jobs: int = 1
 
     def render(self) -> str:
         arms = ", ".join(f"{arm} {seconds:,.0f} s" for arm, seconds in self.per_arm.items())
-        return (f"estimated wall time: {_duration(self.seconds)} (one run each: {arms}; compilation "
-                f"{self.compile_seconds:,.0f} s) on {self.machine}, measured {self.date}")
+        return (f"estimated wall time: {_duration(self.seconds)} with {self.jobs} job(s) (one run each: {arms}; "
+                f"compilation {self.compile_seconds:,.0f} s) on {self.machine}, measured {self.date}")
 
     def to_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds), "per_run": {k: round(v, 1) for k, v in self.per_arm.items()},
-                "compile_seconds": round(self.compile_seconds), "machine": self.machine, "date": self.date}
+                "compile_seconds": round(self.compile_seconds), "machine": self.machine, "date": self.date,
+                "jobs": self.jobs}
 
 
 def _duration(seconds: float) -> str:
@@ -138,8 +140,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate(plan: Plan, throughput: Throughput) -> Estimate:
-    """Seconds for every run of the plan, plus one compilation per distinct program shape."""
+def estimate(plan: Plan, throughput: Throughput, jobs: int = 1) -> Estimate:
+    """Seconds for every run of the plan, plus one compilation per distinct program shape (per
+    worker), spread over ``jobs`` processes that each get a core."""
     total, per_arm = 0.0, {}
     shapes: set[tuple] = set()
     compile_seconds = 0.0
@@ -151,7 +154,9 @@ def estimate(plan: Plan, throughput: Throughput) -> Estimate:
         if shape not in shapes:
             shapes.add(shape)
             compile_seconds += throughput.get("brax" if spec.trainer == BRAX else "torch", "compile_s")
-    return Estimate(total + compile_seconds, per_arm, compile_seconds, throughput.machine, throughput.date)
+    jobs = max(1, min(jobs, len(plan.runs)))
+    return Estimate(total / jobs + compile_seconds, per_arm, compile_seconds, throughput.machine, throughput.date,
+                    jobs)
 
 
 def _shape(spec: RunSpec) -> str:

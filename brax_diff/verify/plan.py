@@ -50,18 +50,18 @@ DEFAULT_ARM_GROUPS = ("gap", "loo")
 # (baseline, all_fixes, reference) on a 2-core CPU in under 30 minutes; its sizes were chosen
 # by measuring what learns within that budget (docs/verify.md, "The CPU preset").
 PRESETS: dict[str, dict[str, Any]] = {
-    "cpu": {"num_envs": 32, "seeds": 5, "budget": 300_000, "evals": 5, "eval_envs": 16, "arms": ["gap"]},
+    "cpu": {"num_envs": 32, "seeds": 5, "budget": 300_000, "evals": 5, "eval_envs": 16, "arms": ["gap"], "jobs": 2},
     "gpu": {"num_envs": None, "seeds": 5, "budget": 5_000_000, "evals": 10, "eval_envs": 128,
-            "arms": ["gap", "loo"]},
+            "arms": ["gap", "loo"], "jobs": 1},
 }
 _DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
                                     "evals": DEFAULT_EVALS, "eval_envs": DEFAULT_EVAL_ENVS,
-                                    "arms": list(DEFAULT_ARM_GROUPS)}
+                                    "arms": list(DEFAULT_ARM_GROUPS), "jobs": 1}
 
 
 def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
-    """``build_plan`` keyword arguments: the flags given, else the preset's value, else the default.
-    ``arms`` may be a comma-separated string."""
+    """The flags given, else the preset's value, else the default: ``build_plan``'s keyword
+    arguments plus ``jobs`` (runs at once). ``arms`` may be a comma-separated string."""
     if preset is not None and preset not in PRESETS:
         raise BraxDiffError(f"unknown --preset {preset!r}: choose from {', '.join(PRESETS)}")
     options = dict(_DEFAULT_OPTIONS)

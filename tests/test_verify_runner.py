@@ -1,0 +1,58 @@
+"""The runner's statistics over recorded runs (no training): what is compared with what."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
+
+from verify_fixtures import SCORES, synthetic_result  # noqa: E402
+
+from brax_diff.errors import BraxDiffError  # noqa: E402
+from brax_diff.verify.runner import gap_summary, paired_scores, verdicts  # noqa: E402
+
+
+def test_runs_of_different_score_kinds_or_env_steps_are_never_compared():
+    result = synthetic_result()
+    runs = list(result.results)
+    runs[0] = dataclasses.replace(runs[0], score_kind="eval_return/deterministic/4_episodes")
+    with pytest.raises(BraxDiffError, match="runs of different kinds cannot be compared"):
+        paired_scores(runs, ["CartpoleBalance"], "all_fixes", "baseline")
+    runs = list(result.results)
+    runs[1] = dataclasses.replace(runs[1], env_steps=runs[1].env_steps + 320)
+    with pytest.raises(BraxDiffError, match="env steps"):
+        verdicts(result.plan, runs)
+
+
+def test_only_seeds_every_compared_arm_finished_are_paired():
+    result = synthetic_result()
+    runs = [r for r in result.results if not (r.spec.arm == "reference" and r.spec.seed == 3)]
+    x, y, seeds = paired_scores(runs, ["CartpoleBalance"], "reference", "baseline")
+    assert seeds == [0, 1, 2, 4] and x == [[760.0], [800.0], [720.0], [790.0]]
+    assert y == [[SCORES["baseline"][s]] for s in seeds]
+
+
+def test_the_gap_and_its_families():
+    result = synthetic_result()
+    families = {(v["family"], v["name"]): v for v in result.verdicts}
+    gap = families[("gap", "all_fixes_vs_baseline")]
+    assert gap["tests_in_family"] == 3 and gap["verdict"] == "supported" and gap["seeds"] == 5
+    assert gap["delta"] == pytest.approx(658.0 - 220.0)
+    behind = result.gap["baseline_vs_reference"]
+    assert behind["arm"] == "baseline" and behind["vs"] == "reference"
+    assert behind["delta"] == pytest.approx(220.0 - 770.0) and behind["ci"][1] < 0
+    assert behind["verdict"] == "not_supported"  # baseline does not score higher: it scores lower
+    assert result.gap["closed_fraction"] == pytest.approx(438.0 / 550.0)
+    low, high = result.gap["closed_fraction_ci"]
+    assert low < 438.0 / 550.0 < high < 1.0
+    loo = families[("loo", "loo:learning_rate")]
+    assert loo["arm"] == "all_fixes" and loo["vs"] == "loo:learning_rate" and loo["tests_in_family"] == 2
+    assert loo["verdict"] == "supported"
+    clip = families[("loo", "loo:clip_epsilon")]
+    assert clip["verdict"] == "inconclusive" and clip["min_detectable_effect"] > 0
+    # one seed left in the reference arm: the fraction cannot be bounded
+    few = [r for r in result.results if r.spec.arm != "reference" or r.spec.seed == 0]
+    summary = gap_summary(result.plan, few, verdicts(result.plan, few))
+    assert summary["closed_fraction"] is None and "fewer than 2 seeds" in summary["reason"]
