@@ -104,6 +104,7 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
             "eval_envs": scoring.get("eval_envs"), "deterministic": scoring.get("deterministic"),
             "checkpoints": scoring.get("evals"), "device": result.get("device"),
             "overrides": plan.get("overrides", {}), "warnings": plan.get("warnings", []),
+            "spec_sets": plan.get("spec_sets", {}),
             "runs": len(runs), "failed": sum(1 for r in runs if r.get("status") != "ok"),
             "throughput": result.get("throughput", {}),
         },

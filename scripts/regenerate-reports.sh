@@ -12,11 +12,10 @@ playground_repo=${PLAYGROUND_REPO:-https://github.com/google-deepmind/mujoco_pla
 slm_repo=${SLM_REPO:-https://github.com/kengz/SLM-Lab}
 repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
 
-# The seed-era verification (CartpoleBalance, a DM Control environment) was made by:
-#   python -m brax_diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-#     --seeds 2 --budget 153600 --set num_envs=256 --set minibatch_transitions=256 \
-#     --keys reward_scale,clip_epsilon,value_target_normalization,action_distribution,max_grad_norm \
-#     --output reports/phase5-seed/verify
+# The seed-era verification (CartpoleBalance, a DM Control environment) is made by the CPU
+# preset (docs/verify.md; about 25 minutes on 2 cores):
+#   brax-diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
+#     --preset cpu --set max_frame=100000000 --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
 for family in dm_control locomotion manipulation; do

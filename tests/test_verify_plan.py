@@ -161,8 +161,12 @@ def test_presets_fill_what_the_flags_leave_open():
     assert cpu["arms"] == ("gap",) and cpu["seeds"] == 5 and cpu["num_envs"] == 32 and cpu["jobs"] == 2
     mine = resolve_options("cpu", seeds=7, budget=None, arms="gap,loo", num_envs=None, evals=None, eval_envs=None)
     assert mine["seeds"] == 7 and mine["arms"] == ("gap", "loo") and mine["budget"] == cpu["budget"]
+    assert cpu["overrides"] == {"epochs_per_update": 4}
+    merged = resolve_options("cpu", overrides={"epochs_per_update": 8, "num_envs": 16})
+    assert merged["overrides"] == {"epochs_per_update": 8, "num_envs": 16}
     default = resolve_options(None, seeds=None, budget=None, arms=None, num_envs=None, evals=None, eval_envs=None)
     assert default["arms"] == ("gap", "loo") and default["num_envs"] is None and default["seeds"] == 5
+    assert default["overrides"] == {}
     with pytest.raises(BraxDiffError, match="unknown --preset 'laptop'"):
         resolve_options("laptop")
 
@@ -309,3 +313,36 @@ def test_plan_module_imports_no_training_stack():
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.fixture()
+def fixture_repos(tmp_path):
+    """Upstream-shaped fixture repositories (hand-written files) for the real extractors."""
+    import brax_fixtures
+    import slm_fixtures
+    from gitfixture import make_repo
+
+    paths = {name: tmp_path / name for name in ("brax", "playground", "slm")}
+    make_repo(paths["brax"], [brax_fixtures.BRAX_OLD], origin="https://github.com/google/brax.git")
+    make_repo(paths["playground"], [brax_fixtures.PLAYGROUND],
+              origin="https://github.com/google-deepmind/mujoco_playground.git")
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text("family_defaults:\n  dm_control: [ppo_fx]\nvariants:\n  ppo_fx: {family: dm_control}\n")
+    make_repo(paths["slm"], [slm_fixtures.repo_files()], origin="https://github.com/kengz/SLM-Lab.git")
+    return ["--brax-repo", str(paths["brax"]), "--playground-repo", str(paths["playground"]),
+            "--slm-repo", str(paths["slm"]), "--variant", "ppo_fx", "--env", "CheetahRun"]
+
+
+def test_verify_needs_the_real_runs_length_and_takes_it_as_a_spec_variable(fixture_repos, capsys):
+    """The fixture spec's LR decays over ${max_frame}: without it, the plan stops and says how;
+    with --set max_frame=N the SLM-Lab extraction has lr_decay_steps = N."""
+    assert main(["verify", "--plan", *fixture_repos]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: CheetahRun: SLM-Lab's learning rate decays over lr_scheduler_spec.frame")
+    assert "--set max_frame=N" in err and err.count("\n") == 1
+    assert main(["verify", "--plan", *fixture_repos, "--set", "max_frame=2000000", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline"]["CheetahRun"]["lr_decay_steps"] == 2_000_000
+    assert data["spec_sets"] == {"max_frame": "2000000"}
+    assert main(["verify", "--plan", *fixture_repos, "--set", "maxframe=1"]) == 2
+    assert "has no ${maxframe} placeholder" in capsys.readouterr().err

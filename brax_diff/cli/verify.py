@@ -71,10 +71,10 @@ def verify(
 
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
-    options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
-                              eval_envs=eval_envs, jobs=jobs)
-    jobs = options.pop("jobs")
     trainer_overrides, spec_sets = split_sets(overrides)
+    options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
+                              eval_envs=eval_envs, jobs=jobs, overrides=trainer_overrides)
+    jobs = options.pop("jobs")
     envs = list(env or ["CartpoleBalance"])
     if (brax_json is None) != (slm_json is None):
         raise BraxDiffError("--brax-json and --slm-json go together")
@@ -88,8 +88,9 @@ def verify(
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
         brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets)
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
-    plan = build_plan(brax, slm, envs=envs, keys=key_list, overrides=trainer_overrides, reference=not no_reference,
-                      deterministic=deterministic, **options)
+    plan = build_plan(brax, slm, envs=envs, keys=key_list, reference=not no_reference, deterministic=deterministic,
+                      **options)
+    plan.spec_sets = dict(spec_sets)
     cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:
         if fmt == "json":

@@ -39,6 +39,7 @@ class RunResult:
     error: str | None = None
     device: str = "cpu"
     score_kind: str = ""
+    cpu_seconds: float = 0.0  # CPU time of the process during the run: its cost whatever else ran
 
     @property
     def steps_per_second(self) -> float:
@@ -47,14 +48,15 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {"spec": self.spec.to_json(), "status": self.status, "steps": self.steps, "scores": self.scores,
                 "score": self.score, "env_steps": self.env_steps, "seconds": round(self.seconds, 3),
-                "error": self.error, "device": self.device, "score_kind": self.score_kind}
+                "error": self.error, "device": self.device, "score_kind": self.score_kind,
+                "cpu_seconds": round(self.cpu_seconds, 3)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RunResult":
         return cls(RunSpec.from_json(data["spec"]), data["status"], list(data.get("steps", [])),
                    list(data.get("scores", [])), data.get("score"), int(data.get("env_steps", 0)),
                    float(data.get("seconds", 0.0)), data.get("error"), data.get("device", "cpu"),
-                   str(data.get("score_kind", "")))
+                   str(data.get("score_kind", "")), float(data.get("cpu_seconds", 0.0)))
 
 
 class RunCache:

@@ -46,27 +46,33 @@ ARM_GROUPS = {
 }
 DEFAULT_ARM_GROUPS = ("gap", "loo")
 
-# Named plan sizes; explicit flags override their values. `cpu` answers the gap question
-# (baseline, all_fixes, reference) on a 2-core CPU in under 30 minutes; its sizes were chosen
-# by measuring what learns within that budget (docs/verify.md, "The CPU preset").
+# Named plan sizes; explicit flags override their values ("overrides" merge under --set). `cpu`
+# answers the gap question (baseline, all_fixes, reference) on a 2-core CPU in under 30
+# minutes; its sizes were chosen by measuring what learns within that budget (docs/verify.md,
+# "Presets"): 32 envs and 4 epochs on every arm, 16 of Brax's updates.
 PRESETS: dict[str, dict[str, Any]] = {
-    "cpu": {"num_envs": 32, "seeds": 5, "budget": 300_000, "evals": 5, "eval_envs": 16, "arms": ["gap"], "jobs": 2},
+    "cpu": {"num_envs": 32, "seeds": 5, "budget": 245_760, "evals": 4, "eval_envs": 32, "arms": ["gap"],
+            "jobs": 2, "overrides": {"epochs_per_update": 4}},
     "gpu": {"num_envs": None, "seeds": 5, "budget": 5_000_000, "evals": 10, "eval_envs": 128,
             "arms": ["gap", "loo"], "jobs": 1},
 }
 _DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
                                     "evals": DEFAULT_EVALS, "eval_envs": DEFAULT_EVAL_ENVS,
-                                    "arms": list(DEFAULT_ARM_GROUPS), "jobs": 1}
+                                    "arms": list(DEFAULT_ARM_GROUPS), "jobs": 1, "overrides": {}}
 
 
 def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
     """The flags given, else the preset's value, else the default: ``build_plan``'s keyword
-    arguments plus ``jobs`` (runs at once). ``arms`` may be a comma-separated string."""
+    arguments plus ``jobs`` (runs at once). ``arms`` may be a comma-separated string; the
+    ``overrides`` given (``--set``) are merged over the preset's."""
     if preset is not None and preset not in PRESETS:
         raise BraxDiffError(f"unknown --preset {preset!r}: choose from {', '.join(PRESETS)}")
     options = dict(_DEFAULT_OPTIONS)
     options.update(PRESETS.get(preset or "", {}))
+    overrides = dict(options["overrides"])
+    overrides.update(given.pop("overrides", None) or {})
     options.update({k: v for k, v in given.items() if v is not None})
+    options["overrides"] = overrides
     arms = options["arms"]
     if isinstance(arms, str):
         arms = [a.strip() for a in arms.split(",") if a.strip()]
@@ -191,6 +197,7 @@ class Plan:
     arm_groups: tuple[str, ...] = ("gap",)
     num_envs: int | None = None  # every arm scaled to this many envs
     warnings: list[str] = field(default_factory=list)
+    spec_sets: dict[str, str] = field(default_factory=dict)  # SLM-Lab ${var}s the extraction used (max_frame)
 
     @property
     def with_reference(self) -> bool:
@@ -223,6 +230,7 @@ class Plan:
             "update_steps": self.update_steps,
             "warnings": list(self.warnings),
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
+            "spec_sets": dict(sorted(self.spec_sets.items())),
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
             "defaults_used": {env: list(v) for env, v in sorted(self.defaults_used.items())},
@@ -248,6 +256,8 @@ class Plan:
             lines.append(f"  {name}: {info.get('repo', '')} @ {str(info.get('commit', ''))[:12]}")
         if self.overrides:
             lines.append("  overrides on every PyTorch run: " + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
+        if self.spec_sets:
+            lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
         for env in self.envs:
             lines.append(f"\n{env}")
             width = max((len(a.key) for a in self.ablations if a.env == env), default=10)

@@ -63,8 +63,10 @@ class VerifyResult:
             runs = [r for r in self.results if r.spec.trainer == trainer and r.status == OK and r.seconds > 0]
             if runs:
                 steps, seconds = sum(r.env_steps for r in runs), sum(r.seconds for r in runs)
+                cpu = sum(r.cpu_seconds for r in runs)
                 out[trainer] = {"runs": len(runs), "env_steps": steps, "seconds": round(seconds, 1),
-                                "env_steps_per_s": round(steps / seconds, 1)}
+                                "env_steps_per_s": round(steps / seconds, 1), "cpu_seconds": round(cpu, 1),
+                                "env_steps_per_cpu_s": round(steps / cpu, 1) if cpu > 0 else None}
         return out
 
     def to_json(self) -> dict:
@@ -77,7 +79,8 @@ class VerifyResult:
             "throughput": self.throughput(),
             "runs": [{"arm": r.spec.arm, "env": r.spec.env, "seed": r.spec.seed, "trainer": r.spec.trainer,
                       "status": r.status, "score": r.score, "score_kind": r.score_kind, "env_steps": r.env_steps,
-                      "steps": r.steps, "scores": r.scores, "seconds": round(r.seconds, 1), "error": r.error}
+                      "steps": r.steps, "scores": r.scores, "seconds": round(r.seconds, 1),
+                      "cpu_seconds": round(r.cpu_seconds, 1), "error": r.error}
                      for r in self.results],
         }
 
@@ -156,7 +159,7 @@ class Runner:
 
     def run(self, spec: RunSpec) -> RunResult:
         self.progress.describe(spec)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             if spec.trainer == TORCH:
                 result = self._run_torch(spec)
@@ -171,6 +174,7 @@ class Runner:
             result = RunResult(spec, FAILED, error=f"{type(exc).__name__}: {message}"[:500],
                                seconds=time.perf_counter() - started, device=self.device,
                                score_kind=spec.scoring.kind)
+        result.cpu_seconds = time.process_time() - cpu_started
         self.cache.store(result)
         return result
 
@@ -380,10 +384,20 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
     return plots
 
 
+def quiet_xla_logs() -> None:
+    """XLA's C++ log (before jax is imported): loading a cached program logs a screenful of
+    "machine type ... doesn't match" per program on CPUs with tuning features, harmless
+    here; real XLA failures still raise in Python. A TF_CPP_MIN_LOG_LEVEL the user set wins."""
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
 def _configure_cpu_process(xla_single_thread: bool) -> None:
     """torch on one thread; XLA too in a worker (one process per core; set before jax starts)."""
     import os
 
+    quiet_xla_logs()
     if xla_single_thread:
         os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
     import torch
@@ -421,6 +435,7 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
     """
     log = log or (lambda line: print(line, file=sys.stderr))
     started = time.perf_counter()
+    quiet_xla_logs()
     from .envs import enable_compilation_cache
 
     if jobs < 1:
