@@ -370,17 +370,15 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
     if scope.env is not None:
         family = brax_extractor.family_of(scope.env)
         brax = brax_extractor.env(scope.env)
-        chosen = variant or slm_extractor.variant_for(env=scope.env)
+        chosen = variant or slm_extractor.variant_for(family=family, env=scope.env)
     else:
         family = scope.family
         brax = brax_extractor.family(family)
         chosen = variant or slm_extractor.variant_for(family=family)
         rows = []
         for env in brax_extractor.environments(family):
-            try:
-                row_variant = variant or slm_extractor.variant_for(env=env)
-            except BraxDiffError:
-                row_variant = chosen  # no mapping for this env: the family's variant
+            # An env the mapping does not name gets its family's default variant.
+            row_variant = variant or slm_extractor.variant_for(family=family, env=env)
             rows.append(EnvRow(env, brax_extractor.env(env), slm_variant(row_variant), row_variant))
         matrix = env_matrix(rows, table)
     slm = slm_variant(chosen)

@@ -88,6 +88,8 @@ def report_command(
     sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the "
                                              "SLM-Lab spec, like SLM-Lab's -s (repeatable)."),
     rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
+                                          "replacing the shipped one."),
     fmt: str = typer.Option("both", "--format", help="md, json or both."),
     output: Optional[str] = typer.Option(None, "--output",
                                          help="Directory (default reports/), a .md/.json file for one scope, or -."),
@@ -115,7 +117,8 @@ def report_command(
     if check and output == "-":
         raise BraxDiffError("--check compares files on disk; it cannot be used with --output -")
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
-                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules)
+                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
+                             mapping=mapping)
     table = load_rules(settings.rules)
     BraxExtractor, SlmExtractor = load_extractors()
     cache_root = Path(settings.cache_dir) if settings.cache_dir else None
