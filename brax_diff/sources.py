@@ -85,7 +85,12 @@ class Repository:
         self.side = side
         self.location = str(location)
         if is_url(self.location):
-            path = self._ensure_clone(self.location, cache_root or cache_dir(), fetch)
+            try:
+                path = self._ensure_clone(self.location, cache_root or cache_dir(), fetch)
+            except SourceError as exc:
+                # Every side's repository is the flag --SIDE-repo and the setting SIDE-repo.
+                raise SourceError(f"{side}: {exc}; to use a local clone, pass --{side}-repo PATH or set "
+                                  f"{side}-repo in brax-diff.toml") from None
         else:
             path = Path(self.location).expanduser()
             if not path.exists():

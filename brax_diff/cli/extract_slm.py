@@ -14,9 +14,12 @@ from .common import FORMATS, parse_sets, print_extractions
 
 
 def extract_slm(
-    repo: Optional[str] = typer.Option(None, "--repo", help="SLM-Lab checkout, bare clone or URL "
-                                       "(default: setting slm_repo, '.')."),
-    ref: Optional[str] = typer.Option(None, "--ref", help="Branch, tag or commit (default: setting slm_ref, HEAD)."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", "--repo", help="SLM-Lab checkout, bare clone or URL "
+                                       "(default: setting slm-repo, else this checkout when it is SLM-Lab's, "
+                                       "else kengz/SLM-Lab on GitHub)."),
+    slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", "--ref",
+                                      help="Branch, tag, commit or WORKTREE (default: setting slm-ref, else HEAD "
+                                      "in an SLM-Lab checkout, master from GitHub)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="Spec file in the repository, YAML or JSON "
                                        "(default: setting spec)."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Spec variant (default: the file's first)."),
@@ -35,7 +38,7 @@ def extract_slm(
         raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if variant and all_variants:
         raise BraxDiffError("give either --variant or --all-variants, not both")
-    settings = load_settings(slm_repo=repo, slm_ref=ref, spec=spec, mapping=mapping)
+    settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping)
     cache_root = Path(settings.cache_dir) if settings.cache_dir else None
     snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping))

@@ -75,12 +75,18 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
 
 
 def report_command(
-    brax: Optional[str] = typer.Option(None, "--brax", help="Brax ref (default: main)."),
-    playground: Optional[str] = typer.Option(None, "--playground", help="MuJoCo Playground ref (default: main)."),
-    slm: Optional[str] = typer.Option(None, "--slm", help="SLM-Lab ref (default: HEAD)."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository (default: .)."),
+    brax: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref, or WORKTREE for the files "
+                                       "on disk (default: main)."),
+    playground: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
+                                             help="MuJoCo Playground ref or WORKTREE (default: main)."),
+    slm: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD in "
+                                      "an SLM-Lab checkout, else master)."),
+    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL "
+                                            "(default: google/brax on GitHub)."),
+    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository: path "
+                                                  "or URL (default: google-deepmind/mujoco_playground)."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository: path or URL (default: "
+                                           "this checkout when it is SLM-Lab's, else kengz/SLM-Lab)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
     family: Optional[str] = typer.Option(None, "--family", help="One family (default: every family)."),
     env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
