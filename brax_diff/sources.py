@@ -139,7 +139,12 @@ class Repository:
         return DEFAULT_URLS.get(self.side, self.location)
 
     def resolve(self, ref: str) -> "Snapshot":
-        """A branch, tag, short or full sha, ``HEAD`` or ``main~3`` -> a Snapshot."""
+        """A branch, tag, short or full sha, ``HEAD`` or ``main~3`` -> a Snapshot; ``WORKTREE``:
+        HEAD's commit with every file read from the work tree on disk."""
+        if ref == "WORKTREE":
+            from .worktree import WorkTreeSnapshot  # a Snapshot subclass (it imports this module)
+
+            return WorkTreeSnapshot.of(self)
         candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
         for candidate in candidates:
             try:

@@ -101,7 +101,7 @@ def test_report_files_are_readable_by_the_group(upstreams, tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--brax-repo", str(upstreams["brax"]), "--playground-repo", str(upstreams["playground"]),
                  "--slm-repo", str(upstreams["slm"]), "--slm", "HEAD", "--mapping",
-                 str(upstreams["slm"] / "brax-diff-mapping.yaml"), "--env", "BallInCup"]) == 0
+                 str(upstreams["slm"] / "brax-diff-mapping.yaml"), "--env", "BallInCup", "--quiet"]) == 0
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "reports").iterdir()}
     assert modes == {"BallInCup.md": 0o664, "BallInCup.json": 0o664}
 

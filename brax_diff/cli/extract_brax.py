@@ -3,14 +3,14 @@ one env, or the signature defaults, as a table or JSON."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 from typing import Optional
 
 import typer
 
 from ..config import load_settings
 from ..errors import BraxDiffError
-from ..sources import Repository
+from ..session import head_warnings, open_snapshots
 from .common import FORMATS, print_extractions
 
 
@@ -48,13 +48,8 @@ def extract_brax(
         raise BraxDiffError(f"unknown --format {fmt!r} (choose {' or '.join(FORMATS)})")
     settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                              playground_ref=playground_ref)
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
-    playground = None
-    if not defaults:
-        playground = Repository(settings.playground_repo, "playground",
-                                cache_root=cache_root).resolve(settings.playground_ref)
-    extractor = BraxExtractor(brax, playground)
+    snapshots = open_snapshots(settings, ("brax",) if defaults else ("brax", "playground"))
+    extractor = BraxExtractor(snapshots["brax"], snapshots.get("playground"))
     if defaults:
         extractions = [extractor.defaults()]
     elif env:
@@ -63,7 +58,11 @@ def extract_brax(
         extractions = [extractor.family(family)]
     else:
         extractions = [extractor.family(name) for name in extractor.families()]
+    for extraction in extractions:  # name the work-tree files read, now that all were read
+        extraction.sources = {side: snapshots[side].info() for side in extraction.sources}
     print_extractions(extractions, fmt)
+    for line in head_warnings(snapshots):
+        print(f"warning: {line}", file=sys.stderr)
     missing = sorted({f.message for e in extractions for f in e.findings if f.kind == "pattern_not_found"})
     if strict and missing:
         raise StrictFailure(f"--strict: {len(missing)} code pattern(s) not found; first: {missing[0]}")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 from typing import List, Optional
 
 import typer
 
 from ..config import load_settings
 from ..errors import BraxDiffError
-from ..sources import Repository
+from ..session import head_warnings, open_snapshots
 from .common import FORMATS, parse_sets, print_extractions
 
 
@@ -39,15 +39,19 @@ def extract_slm(
     if variant and all_variants:
         raise BraxDiffError("give either --variant or --all-variants, not both")
     settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping)
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    snapshots = open_snapshots(settings, ("slm",))
+    snapshot = snapshots["slm"]
     extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping))
     names = extractor.variants()
     if not names:
         raise BraxDiffError(f"{settings.spec} at {settings.slm_ref} defines no variants")
     chosen = names if all_variants else [variant or names[0]]
     extractions = [extractor.variant(name) for name in chosen]
+    for extraction in extractions:  # name the work-tree files read, now that all were read
+        extraction.sources = {"slm": snapshot.info()}
     print_extractions(extractions, fmt)
+    for line in head_warnings(snapshots):
+        print(f"warning: {line}", file=sys.stderr)
     if strict and any(f.severity == "ERROR" for e in extractions for f in e.findings):
         raise SystemExit(1)  # main() returns a click Exit's code unseen in non-standalone mode
 

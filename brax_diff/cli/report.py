@@ -24,8 +24,10 @@ from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
-from ..sources import Repository
-from .common import parse_sets, print_json, stderr_console, stdout_console, user_mapping
+from ..session import head_warnings, open_snapshots
+from ..story import Story
+from ..worktree import refresh_sources
+from .common import parse_sets, print_json, stdout_console, user_mapping
 
 RULE_FORMATS = ("table", "md", "json")
 
@@ -111,6 +113,8 @@ def report_command(
                                   "the fact cache."),
     verify: bool = typer.Option(False, "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
                                 "environment first and show the verdicts (needs the verify extra)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors (no progress, "
+                               "summary or list of files written)."),
 ) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     if family and env:
@@ -127,12 +131,47 @@ def report_command(
                              mapping=mapping)
     table = load_rules(settings.rules)
     BraxExtractor, SlmExtractor = load_extractors()
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax_snap = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
-    playground_snap = Repository(settings.playground_repo, "playground",
-                                 cache_root=cache_root).resolve(settings.playground_ref)
-    slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     set_values = parse_sets(sets)
+    story = Story.on_stderr(quiet)
+    with story.running():
+        snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
+        rendered, models, failing = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor,
+                                                  set_values, family=family, env=env, variant=variant, fmt=fmt,
+                                                  output=output, previous=previous, verification=verification,
+                                                  verify=verify, no_cache=no_cache, threshold=threshold)
+    for line in head_warnings(snapshots):
+        story.warn(line)
+    for model in {id(m): m for m in models.values()}.values():  # each scope once, in order
+        story.summary(model)
+
+    if check:
+        stale, refreshable = _stale(rendered, models)
+        for path in stale:
+            story.console.print(f"stale: {path}")
+        if stale:
+            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
+                              "regenerated report; run brax-diff report without --check to update them")
+        if refreshable:
+            story.say(f"up to date: {len(rendered)} file(s); {len(refreshable)} read older commits that say "
+                      "the same (regenerate to refresh their links)")
+        else:
+            story.say(f"up to date: {len(rendered)} file(s)")
+    else:
+        for path, text in rendered:
+            if path is None:
+                sys.stdout.write(text)
+            else:
+                write_atomic(path, text)
+                story.wrote(path)
+    if failing:
+        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+
+
+def _generate_all(story: Story, snapshots: dict, settings: Settings, table, BraxExtractor, SlmExtractor,
+                  set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify, no_cache,
+                  threshold):
+    """Every scope's report model and rendered files: (rendered, models by path, failing)."""
+    brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
     slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
@@ -167,35 +206,15 @@ def report_command(
         model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
                          verification=verdicts,
                          previous=read_previous(previous_path) if previous_path else None,
-                         rules_origin="shipped" if settings.rules is None else settings.rules)
+                         rules_origin="shipped" if settings.rules is None else settings.rules,
+                         progress=story.step)
+        model = refresh_sources(model, snapshots)  # what each work tree read differs in
         for kind, path in sorted(targets.items()):
             rendered.append((path, render_markdown(model) if kind == "md" else render_json(model)))
             models[path] = model
         if threshold:
             failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
-
-    err = stderr_console()
-    if check:
-        stale, refreshable = _stale(rendered, models)
-        for path in stale:
-            err.print(f"stale: {path}")
-        if stale:
-            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
-                              "regenerated report; run brax-diff report without --check to update them")
-        if refreshable:
-            err.print(f"up to date: {len(rendered)} file(s); {len(refreshable)} read older commits that say "
-                      "the same (regenerate to refresh their links)")
-        else:
-            err.print(f"up to date: {len(rendered)} file(s)")
-    else:
-        for path, text in rendered:
-            if path is None:
-                sys.stdout.write(text)
-            else:
-                write_atomic(path, text)
-                err.print(f"wrote {path}")
-    if failing:
-        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+    return rendered, models, failing
 
 
 def _read_verification(path: str) -> dict:
