@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
@@ -24,6 +25,7 @@ from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
+from ..review import Move, github_annotations, locate, markdown_summary, moves, source_moves
 from ..session import head_warnings, open_snapshots
 from ..story import Story
 from ..worktree import refresh_sources
@@ -98,12 +100,16 @@ def report_command(
     rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
     mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
                                           "replacing the shipped one."),
-    fmt: str = typer.Option("both", "--format", help="md, json or both."),
+    fmt: str = typer.Option("both", "--format", help="md, json or both; with --check, github prints each "
+                            "change as a GitHub Actions annotation on the report file."),
     output: Optional[str] = typer.Option(None, "--output",
                                          help="Directory (default reports/), a .md/.json file for one scope, or -."),
     previous: Optional[str] = typer.Option(None, "--previous",
                                            help="Previous report JSON (default: the JSON at the output path)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
+    summary: Optional[str] = typer.Option(None, "--summary", help="Write a Markdown table of what moved since the "
+                                          "reports on disk (key, scope, was -> now, classification, both lines) "
+                                          "to this file, e.g. a pull request's body."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
                                           "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
     verification: Optional[str] = typer.Option(None, "--verification",
@@ -119,8 +125,12 @@ def report_command(
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    if fmt not in FORMATS:
-        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt not in FORMATS + ("github",):
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)}, or github with --check)")
+    annotate = fmt == "github"
+    if annotate and not check:
+        raise BraxDiffError("--format github annotates the changes --check finds; add --check")
+    fmt = "both" if annotate else fmt  # github checks both files
     threshold = fail_on.upper() if fail_on else None
     if threshold is not None and threshold not in SEVERITIES:
         raise BraxDiffError(f"unknown --fail-on severity {fail_on!r} (choose from {', '.join(SEVERITIES)})")
@@ -135,19 +145,33 @@ def report_command(
     story = Story.on_stderr(quiet)
     with story.running():
         snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
-        rendered, models, failing = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor,
-                                                  set_values, family=family, env=env, variant=variant, fmt=fmt,
-                                                  output=output, previous=previous, verification=verification,
-                                                  verify=verify, no_cache=no_cache, threshold=threshold)
+        results = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor, set_values,
+                                family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
+                                verification=verification, verify=verify, no_cache=no_cache)
     for line in head_warnings(snapshots):
         story.warn(line)
-    for model in {id(m): m for m in models.values()}.values():  # each scope once, in order
-        story.summary(model)
+    rendered = [file for result in results for file in result.files]
+    models = {path: result.model for result in results for path, _ in result.files}
+    failing = []
+    for result in results:
+        story.summary(result.model)
+        if threshold:
+            failing += [f"{result.name}: {d['key']} ({d['severity']})"
+                        for d in worst_at_or_above(result.model, threshold)]
 
+    stale: list[Path] = []
     if check:
         stale, refreshable = _stale(rendered, models)
         for path in stale:
             story.console.print(f"stale: {path}")
+    if annotate or summary:
+        found = [move for result in results for move in result.moves()]
+        if annotate:
+            sys.stdout.write(github_annotations(found))
+        if summary:
+            sources = {s["title"]: s for result in results for s in source_moves(result.previous, result.model)}
+            write_atomic(summary, markdown_summary(found, sources.values(), stale=len(stale)))
+    if check:
         if stale:
             raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
                               "regenerated report; run brax-diff report without --check to update them")
@@ -167,10 +191,25 @@ def report_command(
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
 
 
+@dataclass
+class ScopeResult:
+    """One scope's report: its model, the report it replaces (on disk), its files and texts."""
+
+    name: str
+    model: dict
+    previous: dict | None
+    files: list[tuple[Path | None, str]]
+
+    def moves(self) -> list[Move]:
+        markdown = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
+                        (None, render_markdown(self.model)))
+        return locate(moves(self.previous, self.model, self.name), *markdown)
+
+
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, BraxExtractor, SlmExtractor,
-                  set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify, no_cache,
-                  threshold):
-    """Every scope's report model and rendered files: (rendered, models by path, failing)."""
+                  set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
+                  no_cache) -> list[ScopeResult]:
+    """Every scope's report."""
     brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
@@ -188,9 +227,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
         raise BraxDiffError("--verification and --verify exclude each other")
     loaded_verification = _read_verification(verification) if verification else None
 
-    rendered: list[tuple[Path | None, str]] = []
-    models: dict[Path | None, dict] = {}
-    failing: list[str] = []
+    results = []
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
@@ -203,18 +240,16 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
             verify_dir = Path(settings.reports_dir) / "verify" / scope.name
             result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir)
             verdicts = verification_entries(result, verify_dir, report_dir)
+        replaced = read_previous(previous_path) if previous_path else None
         model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
-                         verification=verdicts,
-                         previous=read_previous(previous_path) if previous_path else None,
+                         verification=verdicts, previous=replaced,
                          rules_origin="shipped" if settings.rules is None else settings.rules,
                          progress=story.step)
         model = refresh_sources(model, snapshots)  # what each work tree read differs in
-        for kind, path in sorted(targets.items()):
-            rendered.append((path, render_markdown(model) if kind == "md" else render_json(model)))
-            models[path] = model
-        if threshold:
-            failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
-    return rendered, models, failing
+        files = [(path, render_markdown(model) if kind == "md" else render_json(model))
+                 for kind, path in sorted(targets.items())]
+        results.append(ScopeResult(scope.name, model, replaced, files))
+    return results
 
 
 def _read_verification(path: str) -> dict:
