@@ -56,7 +56,7 @@ def make_upstreams(root: Path, *, slm_extra: dict[str, str] | None = None) -> di
     make_repo(paths["playground"], [playground_files()],
               origin="https://github.com/google-deepmind/mujoco_playground.git")
     make_repo(paths["slm"], [{**slm_fixtures.repo_files(), MAPPING_FILE: MAPPING, **(slm_extra or {})}],
-              origin="https://github.com/kengz/SLM-Lab.git")
+              origin="https://github.com/kengz/SLM-Lab.git", branch="master")  # SLM-Lab's branch
     return paths
 
 
