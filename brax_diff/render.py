@@ -27,6 +27,7 @@ import brax_diff
 from .compare import compare, key_order, values_equal
 from .errors import BraxDiffError, ConfigError
 from .facts import Extraction, Provenance, dumps, format_value
+from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
@@ -96,8 +97,10 @@ def _provenance_in(value: Any) -> Iterable[Provenance]:
 
 
 def link_definitions(text: str, model: dict) -> str:
-    """The ``[id]: url`` lines for every line link ``text`` uses, sorted."""
-    urls = {link_id(p): p.url for p in _provenance_in(model) if not p.uncommitted}
+    """The ``[id]: url`` lines for every line link ``text`` uses, sorted; each at the commit
+    ``model["line_commits"]`` gives its file (see :mod:`brax_diff.permalinks`)."""
+    commits = model.get("line_commits")
+    urls = {link_id(p): permalink(p, commits) for p in _provenance_in(model) if not p.uncommitted}
     used = sorted(set(_LINK_REF.findall(text)) & set(urls))
     return "".join(f"[{ref}]: {urls[ref]}\n" for ref in used)
 
@@ -219,12 +222,14 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
 
 
 def _content(model: dict) -> dict:
-    """What decides whether two reports say the same: everything but their history."""
-    return {k: v for k, v in model.items() if k != "changes"}
+    """What decides whether two reports say the same: everything but their history and the
+    commits their links point at (set after the model is built)."""
+    return {k: v for k, v in model.items() if k not in ("changes", "line_commits")}
 
 
 # Where a report's inputs are, not what they say: commit shas, dates, refs, line links.
-_IDENTITY_KEYS = frozenset({"sources", "changes", "provenance", "previous_sources", "commit", "date", "ref"})
+_IDENTITY_KEYS = frozenset({"sources", "changes", "provenance", "previous_sources", "commit", "date", "ref",
+                            "line_commits"})
 
 
 def _what_it_says(value: Any) -> Any:

@@ -3,6 +3,7 @@ GitHub annotations on the report file and as a short Markdown table for a review
 
 from __future__ import annotations
 
+import difflib
 import json
 
 import pytest
@@ -99,3 +100,37 @@ def test_moves_name_classification_changes_and_findings():
     assert "| dm_control | `clip_epsilon` | dm_control | SLM-Lab `0.2` → `0.3` | IMPORTANT → match | [SLM-Lab was](" in text
     assert "| `spec_code_mismatch` | dm_control | SLM-Lab ERROR finding new: no such scheduler | — → ERROR |" in text
     assert moves(old, old, "dm_control") == []
+
+
+def without_changes_section(path) -> list[str]:
+    """The report's lines but its "Changes since the previous report" section (its history)."""
+    text = path.read_text()
+    head, rest = text.split("## Changes since the previous report", 1)
+    return (head + "## Rules and references" + rest.split("## Rules and references", 1)[1]).splitlines()
+
+
+def test_an_upstream_commit_touching_no_file_read_changes_only_the_source_row(tmp_path, monkeypatch, capsys):
+    paths = make_upstreams(tmp_path / "up")
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "reports" / "dm_control.md"
+    flags = [*repo_flags(paths), "--slm", "HEAD", "--family", "dm_control", "--quiet"]
+    assert main(["report", *flags]) == 0
+    before = without_changes_section(report)
+    add_commit(paths["brax"], {"README.md": "docs\n"}, message="docs")
+    assert main(["report", *flags]) == 0
+    after = without_changes_section(report)
+    changed = [new for old, new in zip(before, after) if old != new]
+    assert len(before) == len(after) and len(changed) == 1 and changed[0].startswith("| Brax | [google/brax]")
+    # A commit that moves one Brax default (still MINOR against SLM-Lab's 0.25): the rows that show
+    # it, and the links into that one file.
+    train = (paths["brax"] / brax_fixtures.TRAIN).read_text()
+    add_commit(paths["brax"], {brax_fixtures.TRAIN: train.replace("clipping_epsilon: float = 0.2,",
+                                                                  "clipping_epsilon: float = 0.22,")})
+    assert main(["report", *flags]) == 0
+    moved = without_changes_section(report)
+    changed = [line[2:] for line in difflib.ndiff(after, moved) if line.startswith("+ ")]
+    definitions = [line for line in changed if line.startswith("[")]
+    assert definitions and all(line.startswith(f"[google/brax/{brax_fixtures.TRAIN}#L") for line in definitions)
+    body = [line for line in changed if line not in definitions]
+    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 5, "\n".join(body)
+    assert all("`clip_epsilon`" in line and "0.22" in line for line in body[1:]), "\n".join(body)

@@ -25,6 +25,7 @@ from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
+from ..permalinks import line_commits
 from ..review import Move, github_annotations, locate, markdown_summary, moves, source_moves
 from ..session import head_warnings, open_snapshots
 from ..story import Story
@@ -228,6 +229,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     loaded_verification = _read_verification(verification) if verification else None
 
     results = []
+    linked_at: dict[str, str] = {}
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
@@ -246,6 +248,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                          rules_origin="shipped" if settings.rules is None else settings.rules,
                          progress=story.step)
         model = refresh_sources(model, snapshots)  # what each work tree read differs in
+        model["line_commits"] = line_commits(model, snapshots, linked_at)  # links that outlast upstream moves
         files = [(path, render_markdown(model) if kind == "md" else render_json(model))
                  for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
