@@ -21,10 +21,6 @@ def stdout_console() -> Console:
     return Console(soft_wrap=True, highlight=False)
 
 
-def stderr_console() -> Console:
-    return Console(stderr=True, soft_wrap=True, highlight=False)
-
-
 def parse_sets(items: list[str] | None) -> dict[str, str]:
     """``--set`` values, ``["max_frame=1e8", "env=playground/CartpoleBalance"]``, as a dict; a later KEY wins."""
     sets: dict[str, str] = {}
