@@ -16,6 +16,7 @@ from .facts import Extraction, dumps
 from .factcache import CachedResult, FactCache
 from .history import _rebase_provenance, shipped_version
 from .sources import Snapshot
+from .worktree import relink
 
 
 class CachedExtractor:
@@ -42,6 +43,10 @@ class CachedExtractor:
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
         hit = self._cache.lookup(recipe, self._ids_now)
         if hit is not None and hit.extraction is not None:
+            for side, paths in hit.reads.items():  # the answer depends on them as if read now
+                if side in self._snapshots:
+                    for path, blob in paths.items():
+                        self._snapshots[side].reads.setdefault(path, blob)
             return self._reuse(hit)
         result = getattr(self._inner, method)(*args)
         # The reads so far are a superset of what this call depended on (the extractor
@@ -61,7 +66,7 @@ class CachedExtractor:
         """The stored extraction, moved to the commits of this run (same blobs, same lines)."""
         moves = {(hit.repos[side], hit.commits[side]): (snap.repository.web_url, snap.sha)
                  for side, snap in self._snapshots.items() if side in hit.commits and side in hit.repos}
-        extraction = Extraction.from_json(_rebase_provenance(hit.extraction, moves))
+        extraction = Extraction.from_json(relink(_rebase_provenance(hit.extraction, moves), self._snapshots.values()))
         extraction.sources = {side: self._snapshots[side].info() for side in extraction.sources
                               if side in self._snapshots}
         return extraction

@@ -13,17 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .sources import DEFAULT_URLS
+from .sources import DEFAULT_URLS, is_url
 
 
 @dataclass(frozen=True)
 class Settings:
     brax_repo: str = DEFAULT_URLS["brax"]  # local path or URL of google/brax
     playground_repo: str = DEFAULT_URLS["playground"]  # ... of google-deepmind/mujoco_playground
-    slm_repo: str = "."  # users run brax-diff inside their SLM-Lab checkout
+    # None until load_settings: this SLM-Lab checkout when run inside one, else kengz/SLM-Lab.
+    slm_repo: str | None = None
     brax_ref: str = "main"
     playground_ref: str = "main"
-    slm_ref: str = "HEAD"
+    slm_ref: str | None = None  # None until load_settings: HEAD of a local checkout, else master
     spec: str = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"  # SLM-Lab spec file
     rules: str | None = None  # a rules YAML replacing or extending the shipped table
     mapping: str | None = None  # a variant -> family/env mapping file replacing the shipped one
@@ -70,13 +71,34 @@ PROVIDERS = (("pyproject.toml [tool.brax-diff]", pyproject_provider),
              ("brax-diff.toml", brax_diff_toml_provider))
 
 
+SLM_DEFAULT_BRANCH = "master"
+
+
+def slm_checkout(directory: Path) -> Path | None:
+    """The top of the git work tree holding ``directory`` when it is an SLM-Lab checkout
+    (``slm_lab/`` at its top), else None."""
+    for folder in (directory, *directory.parents):
+        if (folder / ".git").exists():
+            return folder if (folder / "slm_lab").is_dir() else None
+    return None
+
+
 def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
-    """Settings for a run in ``directory`` (default: cwd); ``flags`` set to None are ignored."""
-    directory = directory or Path.cwd()
+    """Settings for a run in ``directory`` (default: cwd); ``flags`` set to None are ignored.
+
+    With no SLM-Lab repository configured, brax-diff run inside an SLM-Lab checkout reads that
+    checkout (at HEAD); anywhere else it reads kengz/SLM-Lab from GitHub (at master)."""
+    directory = (directory or Path.cwd()).resolve()
     settings = Settings()
     for origin, provider in PROVIDERS:
         values = provider(directory)
         if not isinstance(values, dict):
             raise ConfigError(f"{origin}: expected a table of settings")
         settings = settings.merged(values, origin)
-    return settings.merged({k: v for k, v in flags.items() if v is not None}, "command line")
+    settings = settings.merged({k: v for k, v in flags.items() if v is not None}, "command line")
+    if settings.slm_repo is None:
+        checkout = slm_checkout(directory)
+        settings = replace(settings, slm_repo="." if checkout == directory else str(checkout or DEFAULT_URLS["slm"]))
+    if settings.slm_ref is None:
+        settings = replace(settings, slm_ref=SLM_DEFAULT_BRANCH if is_url(settings.slm_repo) else "HEAD")
+    return settings

@@ -30,12 +30,16 @@ SEVERITIES = ("ERROR", "WARNING", "INFO")
 
 @dataclass(frozen=True, order=True)
 class Provenance:
-    """One line a value comes from: ``repo`` is the repository's web URL."""
+    """One line a value comes from: ``repo`` is the repository's web URL.
+
+    ``uncommitted``: the line was read from a work-tree file that differs from ``commit``
+    (``--slm WORKTREE``), so no link at ``commit`` shows it."""
 
     repo: str
     commit: str
     path: str
     line: int
+    uncommitted: bool = False
 
     @property
     def url(self) -> str:
@@ -43,11 +47,14 @@ class Provenance:
         return f"{self.repo.rstrip('/')}/blob/{self.commit}/{self.path}#L{self.line}"
 
     def to_json(self) -> dict:
-        return {"repo": self.repo, "commit": self.commit, "path": self.path, "line": self.line}
+        out = {"repo": self.repo, "commit": self.commit, "path": self.path, "line": self.line}
+        if self.uncommitted:
+            out["uncommitted"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Provenance":
-        return cls(data["repo"], data["commit"], data["path"], int(data["line"]))
+        return cls(data["repo"], data["commit"], data["path"], int(data["line"]), bool(data.get("uncommitted")))
 
 
 def _sorted_provenance(items: Iterable[Provenance]) -> tuple[Provenance, ...]:
@@ -135,22 +142,28 @@ class Finding:
 
 @dataclass(frozen=True)
 class SourceInfo:
-    """A repository resolved at a ref: web URL, full commit sha, commit date (ISO 8601)."""
+    """A repository resolved at a ref: web URL, full commit sha, commit date (ISO 8601).
+
+    ``uncommitted``: for a work tree read as on disk (ref ``WORKTREE``), the files read that
+    differ from ``commit``, sorted."""
 
     repo: str
     commit: str
     date: str
     ref: str | None = None
+    uncommitted: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         out = {"repo": self.repo, "commit": self.commit, "date": self.date}
         if self.ref is not None:
             out["ref"] = self.ref
+        if self.uncommitted:
+            out["uncommitted"] = list(self.uncommitted)
         return out
 
     @classmethod
     def from_json(cls, data: dict) -> "SourceInfo":
-        return cls(data["repo"], data["commit"], data["date"], data.get("ref"))
+        return cls(data["repo"], data["commit"], data["date"], data.get("ref"), tuple(data.get("uncommitted", ())))
 
 
 @dataclass

@@ -665,15 +665,43 @@ def recipes_for(request: HistoryRequest, side: str, repos: Mapping[str, Reposito
     if request.variant:
         variants = [request.variant]
     elif request.env or request.family:
-        variants = [_slm_extractor(request, repos, refs).variant_for(family=request.family, env=request.env)]
+        extractor = _slm_extractor(request, repos, refs)
+        try:
+            variants = [extractor.variant_for(family=request.family, env=request.env)]
+        except BraxDiffError:
+            if request.family is not None:
+                raise
+            # An env the mapping does not name: its family's default variant (the family from
+            # Playground's registries, so the Playground repository is opened only here).
+            family = _family_of_env(request.env, repos, refs)
+            variants = [extractor.variant_for(family=family, env=request.env)]
     else:
         variants = _slm_extractor(request, repos, refs).variants()
     return [slm_recipe(v, request.spec, request.mapping) for v in variants]
 
 
+def _family_of_env(env: str, repos: Mapping[str, Repository], refs: Mapping[str, str]) -> str:
+    """The Playground family whose registry names ``env``, at the held Playground ref."""
+    BraxExtractor = _import("extractors.brax", "BraxExtractor")
+    # family_of reads only Playground's registries; the Brax snapshot is never touched.
+    return BraxExtractor(None, repos["playground"].resolve(refs["playground"])).family_of(env)
+
+
 def _slm_extractor(request: HistoryRequest, repos: Mapping[str, Repository], refs: Mapping[str, str]):
     SlmExtractor = _import("extractors.slm", "SlmExtractor")
     return SlmExtractor(repos["slm"].resolve(refs["slm"]), spec=request.spec, mapping=request.mapping)
+
+
+class _Repos(dict):
+    """Repositories by side, each opened (for a URL: cloned) the first time it is needed."""
+
+    def __init__(self, open_repo: Callable[[str], Repository]) -> None:
+        super().__init__()
+        self._open = open_repo
+
+    def __missing__(self, side: str) -> Repository:
+        self[side] = found = self._open(side)
+        return found
 
 
 def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
@@ -682,10 +710,10 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
     needed = set()
     for side in request.ranges:
         needed |= set(BRAX_SIDES if side in BRAX_SIDES else SLM_SIDES)
-        if (side in BRAX_SIDES and request.variant) or (side in SLM_SIDES and (request.env or request.family)):
-            needed |= set(SLM_SIDES if side in BRAX_SIDES else ())
-    repos = {side: open_repo(side) for side in sorted(needed)}
-    engine = HistoryEngine(repos, cache)
+        if side in BRAX_SIDES and request.variant:
+            needed |= set(SLM_SIDES)
+    repos = _Repos(open_repo)
+    engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache)
     walks = []
     for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):
         refs = _refs_while_walking(request)

@@ -21,6 +21,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     except OSError as exc:
         raise BraxDiffError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
+        os.fchmod(fd, _mode_for(target))  # mkstemp creates 0600; a report is as readable as any file
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
             handle.flush()
@@ -30,3 +31,13 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _mode_for(target: Path) -> int:
+    """The file's current mode when it exists, else what open() would give: 0666 less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)  # the only way to read the umask; set back at once
+        os.umask(mask)
+        return 0o666 & ~mask

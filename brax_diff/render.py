@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -26,6 +27,7 @@ import brax_diff
 from .compare import compare, key_order, values_equal
 from .errors import BraxDiffError, ConfigError
 from .facts import Extraction, Provenance, dumps, format_value
+from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
@@ -53,18 +55,54 @@ def md_cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+# Line links are reference-style: ``[L36][google/brax/brax/training/agents/ppo/train.py#L36]``
+# in the text, one ``[id]: url`` definition per line at the end of the report. The id names
+# the line, not the commit, so when upstream moves only the definitions change and a table
+# row changes only when its own value or lines do.
+_LINK_REF = re.compile(r"\]\[([^\]\n]+#L\d+)\]")
+
+
+def link_id(p: Provenance) -> str:
+    return f"{short_repo(p.repo)}/{p.path}#L{p.line}"
+
+
+def line_link(p: Provenance | dict, label: str | None = None) -> str:
+    """``[L36][id]``; a line read from an uncommitted work-tree file is not linked."""
+    p = Provenance.from_json(p) if isinstance(p, dict) else p
+    label = label or f"L{p.line}"
+    return f"{label} (uncommitted)" if p.uncommitted else f"[{label}][{link_id(p)}]"
+
+
 def linked(value: Any, provenance: list[dict] | None) -> str:
-    """``[value](url)``, with further lines as ``[2](url)``; plain value without provenance."""
-    text = md_cell(format_value(value))
+    """`` `16` · [L36][…] · [L41][…] ``: the value, then a link to each line it comes from
+    (the first MAX_LINKS; the JSON lists them all)."""
+    text = f"`{md_cell(format_value(value))}`"
     prov = [Provenance.from_json(p) for p in provenance or []]
-    if not prov:
-        return f"`{text}`"
-    out = f"[`{text}`]({prov[0].url})"
-    for i, extra in enumerate(prov[1:MAX_LINKS], start=2):
-        out += f" [{i}]({extra.url})"
+    out = " · ".join([text, *(line_link(p) for p in prov[:MAX_LINKS])])
     if len(prov) > MAX_LINKS:
         out += f" (+{len(prov) - MAX_LINKS} in the JSON)"
     return out
+
+
+def _provenance_in(value: Any) -> Iterable[Provenance]:
+    if isinstance(value, dict):
+        if {"repo", "commit", "path", "line"} <= value.keys():
+            yield Provenance.from_json(value)
+            return
+        for item in value.values():
+            yield from _provenance_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _provenance_in(item)
+
+
+def link_definitions(text: str, model: dict) -> str:
+    """The ``[id]: url`` lines for every line link ``text`` uses, sorted; each at the commit
+    ``model["line_commits"]`` gives its file (see :mod:`brax_diff.permalinks`)."""
+    commits = model.get("line_commits")
+    urls = {link_id(p): permalink(p, commits) for p in _provenance_in(model) if not p.uncommitted}
+    used = sorted(set(_LINK_REF.findall(text)) & set(urls))
+    return "".join(f"[{ref}]: {urls[ref]}\n" for ref in used)
 
 
 def fact_cell(fact: dict | None) -> str:
@@ -85,8 +123,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
                       autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
-                       tojson=lambda v: json.dumps(v, sort_keys=True),
-                       line_url=lambda p: Provenance.from_json(p).url)
+                       tojson=lambda v: json.dumps(v, sort_keys=True), line_link=line_link)
     env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked)
     return env
 
@@ -185,12 +222,14 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
 
 
 def _content(model: dict) -> dict:
-    """What decides whether two reports say the same: everything but their history."""
-    return {k: v for k, v in model.items() if k != "changes"}
+    """What decides whether two reports say the same: everything but their history and the
+    commits their links point at (set after the model is built)."""
+    return {k: v for k, v in model.items() if k not in ("changes", "line_commits")}
 
 
 # Where a report's inputs are, not what they say: commit shas, dates, refs, line links.
-_IDENTITY_KEYS = frozenset({"sources", "changes", "provenance", "previous_sources", "commit", "date", "ref"})
+_IDENTITY_KEYS = frozenset({"sources", "changes", "provenance", "previous_sources", "commit", "date", "ref",
+                            "line_commits"})
 
 
 def _what_it_says(value: Any) -> Any:
@@ -300,7 +339,9 @@ def render_markdown(model: dict) -> str:
                                     key=SEVERITIES.index, default=None)})
     text = environment().get_template("report.md.j2").render(
         m=model, topic_sections=topics, by_key=by_key, anchors=topic_anchors())
-    return text.rstrip("\n") + "\n"
+    text = text.rstrip("\n") + "\n"
+    definitions = link_definitions(text, model)
+    return text + ("\n<!-- Line links: the commits above. -->\n" + definitions if definitions else "")
 
 
 def render_rules_markdown(table: RuleTable) -> str:
@@ -351,36 +392,40 @@ class Scope:
 
 def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
-             verification: dict | None = None, rules_origin: str = "shipped") -> dict:
+             verification: dict | None = None, rules_origin: str = "shipped",
+             progress: Callable[[str], None] = lambda text: None) -> dict:
     """The report model for one scope.
 
     A family report compares the family's Brax config with the SLM-Lab variant mapped to
     the family (or ``variant``) and adds the matrix over the family's registered
     environments, each against the variant mapped to it. An env report compares that
-    environment alone.
+    environment alone. ``progress`` is told what is being extracted.
     """
     variants: dict[str, Extraction] = {}
 
     def slm_variant(name: str) -> Extraction:
         if name not in variants:
+            progress(f"{scope.name}: extracting SLM-Lab variant {name}")
             variants[name] = slm_extractor.variant(name)
         return variants[name]
 
     matrix = None
     if scope.env is not None:
         family = brax_extractor.family_of(scope.env)
+        progress(f"{scope.env} ({family}): extracting Brax")
         brax = brax_extractor.env(scope.env)
-        chosen = variant or slm_extractor.variant_for(env=scope.env)
+        chosen = variant or slm_extractor.variant_for(family=family, env=scope.env)
     else:
         family = scope.family
+        progress(f"{family}: extracting Brax's family config")
         brax = brax_extractor.family(family)
         chosen = variant or slm_extractor.variant_for(family=family)
         rows = []
-        for env in brax_extractor.environments(family):
-            try:
-                row_variant = variant or slm_extractor.variant_for(env=env)
-            except BraxDiffError:
-                row_variant = chosen  # no mapping for this env: the family's variant
+        envs = brax_extractor.environments(family)
+        for number, env in enumerate(envs, start=1):
+            # An env the mapping does not name gets its family's default variant.
+            row_variant = variant or slm_extractor.variant_for(family=family, env=env)
+            progress(f"{family}: extracting Brax for {env} ({number}/{len(envs)})")
             rows.append(EnvRow(env, brax_extractor.env(env), slm_variant(row_variant), row_variant))
         matrix = env_matrix(rows, table)
     slm = slm_variant(chosen)

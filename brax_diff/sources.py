@@ -85,7 +85,12 @@ class Repository:
         self.side = side
         self.location = str(location)
         if is_url(self.location):
-            path = self._ensure_clone(self.location, cache_root or cache_dir(), fetch)
+            try:
+                path = self._ensure_clone(self.location, cache_root or cache_dir(), fetch)
+            except SourceError as exc:
+                # Every side's repository is the flag --SIDE-repo and the setting SIDE-repo.
+                raise SourceError(f"{side}: {exc}; to use a local clone, pass --{side}-repo PATH or set "
+                                  f"{side}-repo in brax-diff.toml") from None
         else:
             path = Path(self.location).expanduser()
             if not path.exists():
@@ -134,7 +139,12 @@ class Repository:
         return DEFAULT_URLS.get(self.side, self.location)
 
     def resolve(self, ref: str) -> "Snapshot":
-        """A branch, tag, short or full sha, ``HEAD`` or ``main~3`` -> a Snapshot."""
+        """A branch, tag, short or full sha, ``HEAD`` or ``main~3`` -> a Snapshot; ``WORKTREE``:
+        HEAD's commit with every file read from the work tree on disk."""
+        if ref == "WORKTREE":
+            from .worktree import WorkTreeSnapshot  # a Snapshot subclass (it imports this module)
+
+            return WorkTreeSnapshot.of(self)
         candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
         for candidate in candidates:
             try:

@@ -81,11 +81,16 @@ def test_workflow_steps_check_upload_pr_and_fail():
     assert uses[:3] == ["actions/checkout", "actions/setup-python", "actions/cache"]
     assert steps()[0]["with"]["fetch-depth"] == 0
     install = step("Install brax-diff")["run"]
-    assert install.startswith("python -m pip install") and "$BRAX_DIFF_PACKAGE" in install
+    assert install.rstrip().endswith('python -m pip install "$BRAX_DIFF_PACKAGE"')
+    # Never a bare name from PyPI: the package is the repository variable (a git URL or a path).
+    assert workflow()["jobs"]["report"]["env"]["BRAX_DIFF_PACKAGE"] == "${{ vars.BRAX_DIFF_PACKAGE }}"
     check = step("Check the reports against upstream")
     assert check["id"] == "check" and check["continue-on-error"] is True
     assert brax_diff_commands(check["run"]) == [
-        ["brax-diff", "report", "--brax", "$BRAX_REF", "--playground", "$PLAYGROUND_REF", "--slm", "HEAD", "--check"]]
+        ["brax-diff", "report", "--brax", "$BRAX_REF", "--playground", "$PLAYGROUND_REF", "--slm", "HEAD", "--check",
+         "--format", "github", "--summary", "$BRAX_DIFF_SUMMARY"]]
+    summary = step("Summarise what moved")
+    assert summary["if"] == "always()" and '>> "$GITHUB_STEP_SUMMARY"' in summary["run"]
     regenerate = brax_diff_commands(step("Regenerate the reports")["run"])
     assert regenerate == [["brax-diff", "report", "--brax", "$BRAX_REF", "--playground", "$PLAYGROUND_REF",
                            "--slm", "HEAD"]]
@@ -95,6 +100,7 @@ def test_workflow_steps_check_upload_pr_and_fail():
     pr = step("Open a pull request with the regenerated reports")
     assert pr["uses"].startswith("peter-evans/create-pull-request@")
     assert "inputs.open-pr" in pr["if"] and pr["with"]["add-paths"] == "reports/"
+    assert pr["with"]["body-path"] == "${{ env.BRAX_DIFF_SUMMARY }}"
     fail = step("Fail when a classification changed")
     assert fail["if"] == "steps.check.outcome == 'failure'" and "exit 1" in fail["run"]
     assert [s.get("name") for s in steps()][-1] == "Fail when a classification changed"
@@ -211,7 +217,8 @@ def slm_checkout(tmp_path):
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m brax_diff "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, **defaults_env(), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT), "BRAX_DIFF_CACHE_DIR": str(tmp_path / "cache")}
+           "PYTHONPATH": str(ROOT), "BRAX_DIFF_CACHE_DIR": str(tmp_path / "cache"),
+           "BRAX_DIFF_SUMMARY": str(tmp_path / "summary.md"), "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md")}
     return {"slm": slm, "brax": brax, "playground": playground, "env": env}
 
 
@@ -243,6 +250,15 @@ def test_workflow_commands_run_against_fixture_repos(slm_checkout):
     add_commit(slm_checkout["playground"], {DM_PARAMS: params.replace("discounting=0.99,", "discounting=0.9,")})
     moved = run_step(step("Check the reports against upstream")["run"], slm_checkout)
     assert moved.returncode == 1, moved.stdout + moved.stderr  # 1: stale reports (2 would be bad input)
+    # Each move is an annotation on a report file; the summary reaches the job summary.
+    annotations = moved.stdout.splitlines()
+    assert annotations and all(re.match(r"^::(warning|error) file=reports/\w+\.md,line=\d+,title=", a)
+                               for a in annotations)
+    assert any("::discount (dm_control): Brax 0.99 → 0.9" in a for a in annotations)
+    assert run_step(step("Summarise what moved")["run"], slm_checkout).returncode == 0
+    job_summary = (slm_checkout["slm"].parent / "step.md").read_text()
+    assert job_summary.startswith("## brax-diff: what moved\n") and "| `discount` | dm_control | Brax `0.99` → `0.9` |" \
+        in job_summary
 
 
 def test_workflow_check_stays_green_when_only_commits_move(slm_checkout):
@@ -288,3 +304,10 @@ def test_step_runner_reaches_this_checkouts_cli_with_the_jobs_env(slm_checkout):
                                "s = load_settings(); print(s.brax_repo, s.playground_repo)"],
                               cwd=slm_checkout["slm"], env=slm_checkout["env"], capture_output=True, text=True)
     assert settings.stdout.split() == [str(slm_checkout["brax"]), str(slm_checkout["playground"])]
+
+
+def test_install_step_refuses_to_guess_a_package(slm_checkout):
+    checkout = {**slm_checkout, "env": {**slm_checkout["env"], "BRAX_DIFF_PACKAGE": ""}}
+    done = run_step(step("Install brax-diff")["run"], checkout)
+    assert done.returncode == 1
+    assert done.stdout.startswith("::error::set the repository variable BRAX_DIFF_PACKAGE to brax-diff's git URL")

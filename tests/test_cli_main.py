@@ -26,3 +26,10 @@ def test_exit_codes_and_one_line_errors(monkeypatch, capsys):
     assert capsys.readouterr().err == "error: brax: cannot resolve ref 'nope' in /x\n"
     assert cli.main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
+
+
+def test_usage_errors_are_one_error_line(capsys):
+    assert cli.main(["report", "--no-such-flag"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: No such option: --no-such-flag") and err.count("\n") == 1
+    assert err.rstrip().endswith("(see brax-diff report --help)")

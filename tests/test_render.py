@@ -67,9 +67,12 @@ def test_markdown_has_the_13_topics_in_order_with_linked_values():
     assert positions == sorted(positions) and len(positions) == 13
     batch = section(md, "### 1. Batch collection")
     row = next(line for line in batch.splitlines() if line.startswith("| `transitions_per_update`"))
-    assert (f"[`983040`](https://github.com/google/brax/blob/{BRAX_SHA}/brax/training/agents/ppo/train.py#L586)"
-            in row)
-    assert f"[`61440`](https://github.com/kengz/SLM-Lab/blob/{SLM_SHA}/{SPEC}#L132)" in row
+    assert "| `983040` · [L586][google/brax/brax/training/agents/ppo/train.py#L586] |" in row
+    assert f"| `61440` · [L132][kengz/SLM-Lab/{SPEC}#L132] |" in row
+    # Each line link is defined once, at the end, with the commit it was read at.
+    assert (f"\n[google/brax/brax/training/agents/ppo/train.py#L586]: "
+            f"https://github.com/google/brax/blob/{BRAX_SHA}/brax/training/agents/ppo/train.py#L586\n") in md
+    assert f"\n[kengz/SLM-Lab/{SPEC}#L132]: https://github.com/kengz/SLM-Lab/blob/{SLM_SHA}/{SPEC}#L132\n" in md
     assert "CRITICAL** BD001" in row and "set `agent.algorithm.time_horizon: 480`" in row
     assert "| `num_envs` |" in batch and "| match | match | — |" in batch
     assert "**BD001 batch-volume**" in batch and "Risk (high)" in batch
@@ -98,7 +101,8 @@ def test_findings_section_lists_each_finding_with_its_line():
     md = render_markdown(model())
     findings = section(md, "## Findings")
     assert "| SLM-Lab | WARNING | spec_code_inconsistency | minibatch_size 4096 is rounded" in findings
-    assert f"({'https://github.com/kengz/SLM-Lab'}/blob/{SLM_SHA}/{SPEC}#L134)" in findings
+    assert f"| [{SPEC}#L134][kengz/SLM-Lab/{SPEC}#L134] |" in findings
+    assert f"\n[kengz/SLM-Lab/{SPEC}#L134]: https://github.com/kengz/SLM-Lab/blob/{SLM_SHA}/{SPEC}#L134\n" in md
 
 
 def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
@@ -229,11 +233,27 @@ def test_markdown_links_at_most_three_lines_per_value():
     from brax_diff.facts import Provenance
     from brax_diff.render import linked
     prov = [Provenance("https://github.com/google/brax", "c" * 40, "train.py", line).to_json() for line in range(1, 6)]
-    text = linked(983040, prov)
-    assert text.startswith(f"[`983040`](https://github.com/google/brax/blob/{'c' * 40}/train.py#L1) [2](")
-    assert "#L3) (+2 in the JSON)" in text and "#L4" not in text
+    assert linked(983040, prov) == ("`983040` · [L1][google/brax/train.py#L1] · [L2][google/brax/train.py#L2] · "
+                                    "[L3][google/brax/train.py#L3] (+2 in the JSON)")
     assert linked([256, 256], []) == "`[256, 256]`"
-    assert linked("a|b", prov[:1]).startswith("[`a\\|b`]")
+    assert linked("a|b", prov[:1]) == "`a\\|b` · [L1][google/brax/train.py#L1]"
+    uncommitted = Provenance("https://github.com/kengz/SLM-Lab", "c" * 40, "spec.yaml", 7, uncommitted=True)
+    assert linked(0.25, [uncommitted.to_json()]) == "`0.25` · L7 (uncommitted)"
+
+
+def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
+    before = render_markdown(model()).splitlines()
+    brax = brax_extraction({"clip_epsilon": 0.25}, sha="d" * 40)  # a new Brax commit moves one value
+    after = render_markdown(build_report(brax, slm_extraction(), load_rules(),
+                                         scope={"family": "dm_control", "env": None, "variant": "ppo_playground",
+                                                "spec": SPEC})).splitlines()
+    assert len(before) == len(after)
+    changed = [new for old, new in zip(before, after) if old != new]
+    body = [line for line in changed if not line.startswith("[google/brax/")]
+    expected = ["| Brax | [google/brax](", "| `clip_epsilon` | `0.25` · [L206]",  # source; row under IMPORTANT
+                "9. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
+    assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 4
+    assert all("/blob/" + "d" * 40 + "/" in line for line in changed if line not in body)
 
 
 def test_incomplete_family_config_sends_the_reader_to_the_matrix():
@@ -247,7 +267,8 @@ def test_incomplete_family_config_sends_the_reader_to_the_matrix():
     text = render_markdown(model(brax=brax))
     header = text[:text.index("| Source |")]
     assert "> **Read the per-environment matrix for this family.** brax_ppo_config raises" in header
-    assert f"({where.url})" in header
+    assert "([mujoco_playground/config/manipulation_params.py#L120][google-deepmind/mujoco_playground/" in header
+    assert f"]: {where.url}\n" in text
     assert "Read the per-environment matrix" not in render_markdown(model())
 
 

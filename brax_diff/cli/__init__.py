@@ -7,8 +7,10 @@ import sys
 
 import typer
 
+from .. import __version__
 from ..errors import BraxDiffError
 from . import extract, history, report, verify
+from .common import HELP_MARKUP
 
 app = typer.Typer(
     name="brax-diff",
@@ -16,7 +18,22 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"brax-diff {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print brax-diff's version and exit.")) -> None:
+    """Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs."""
+
+
 for module in (extract, report, verify, history):
     module.register(app)
 
@@ -39,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         # Usage errors (bad option, unknown command) come from click, which typer may vendor.
         if type(exc).__module__.endswith("click.exceptions"):
-            if hasattr(exc, "show"):
-                exc.show()
+            if hasattr(exc, "format_message"):  # a usage error: one line, like any bad input
+                command = getattr(getattr(exc, "ctx", None), "command_path", None) or "brax-diff"
+                print(f"error: {exc.format_message()} (see {command} --help)", file=sys.stderr)
                 return int(getattr(exc, "exit_code", 2))
             print("error: aborted", file=sys.stderr)
             return 1

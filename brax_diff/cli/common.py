@@ -13,14 +13,12 @@ from ..facts import Extraction, dumps, format_value
 from ..vocabulary import KEYS, TOPICS
 
 FORMATS = ("table", "json")
+# Plain click-style help: typer's rich panels print `<bool>` beside every flag.
+HELP_MARKUP = None
 
 
 def stdout_console() -> Console:
     return Console(soft_wrap=True, highlight=False)
-
-
-def stderr_console() -> Console:
-    return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:

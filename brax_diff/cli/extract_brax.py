@@ -3,14 +3,14 @@ one env, or the signature defaults, as a table or JSON."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 from typing import Optional
 
 import typer
 
 from ..config import load_settings
 from ..errors import BraxDiffError
-from ..sources import Repository
+from ..session import head_warnings, open_snapshots
 from .common import FORMATS, print_extractions
 
 
@@ -26,10 +26,13 @@ def register(app: typer.Typer) -> None:
 
 
 def extract_brax(
-    repo: Optional[str] = typer.Option(None, "--repo", help="Brax repository: path or URL (default from config)."),
-    ref: Optional[str] = typer.Option(None, "--ref", help="Brax git ref (branch, tag, sha, HEAD, main~3)."),
+    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", "--repo", help="Brax repository: path or URL "
+                                       "(default from config, else google/brax on GitHub)."),
+    brax_ref: Optional[str] = typer.Option(None, "--brax", "--brax-ref", "--ref",
+                                      help="Brax git ref: branch, tag, sha, HEAD, main~3 or WORKTREE (default: main)."),
     playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="MuJoCo Playground repository."),
-    playground_ref: Optional[str] = typer.Option(None, "--playground-ref", help="Playground git ref."),
+    playground_ref: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
+                                                 help="Playground git ref (default: main)."),
     family: Optional[str] = typer.Option(None, "--family", help="dm_control | locomotion | manipulation."),
     env: Optional[str] = typer.Option(None, "--env", help="One registered Playground environment."),
     defaults: bool = typer.Option(False, "--defaults", help="train()/make_ppo_networks() signature defaults only."),
@@ -43,15 +46,10 @@ def extract_brax(
         raise BraxDiffError("choose one of --family, --env, --defaults")
     if fmt not in FORMATS:
         raise BraxDiffError(f"unknown --format {fmt!r} (choose {' or '.join(FORMATS)})")
-    settings = load_settings(brax_repo=repo, brax_ref=ref, playground_repo=playground_repo,
+    settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                              playground_ref=playground_ref)
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
-    playground = None
-    if not defaults:
-        playground = Repository(settings.playground_repo, "playground",
-                                cache_root=cache_root).resolve(settings.playground_ref)
-    extractor = BraxExtractor(brax, playground)
+    snapshots = open_snapshots(settings, ("brax",) if defaults else ("brax", "playground"))
+    extractor = BraxExtractor(snapshots["brax"], snapshots.get("playground"))
     if defaults:
         extractions = [extractor.defaults()]
     elif env:
@@ -60,7 +58,11 @@ def extract_brax(
         extractions = [extractor.family(family)]
     else:
         extractions = [extractor.family(name) for name in extractor.families()]
+    for extraction in extractions:  # name the work-tree files read, now that all were read
+        extraction.sources = {side: snapshots[side].info() for side in extraction.sources}
     print_extractions(extractions, fmt)
+    for line in head_warnings(snapshots):
+        print(f"warning: {line}", file=sys.stderr)
     missing = sorted({f.message for e in extractions for f in e.findings if f.kind == "pattern_not_found"})
     if strict and missing:
         raise StrictFailure(f"--strict: {len(missing)} code pattern(s) not found; first: {missing[0]}")

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import sys
 from typing import List, Optional
 
 import typer
 
 from ..config import load_settings
 from ..errors import BraxDiffError
-from ..sources import Repository
+from ..session import head_warnings, open_snapshots
 from .common import FORMATS, parse_sets, print_extractions
 
 
 def extract_slm(
-    repo: Optional[str] = typer.Option(None, "--repo", help="SLM-Lab checkout, bare clone or URL "
-                                       "(default: setting slm_repo, '.')."),
-    ref: Optional[str] = typer.Option(None, "--ref", help="Branch, tag or commit (default: setting slm_ref, HEAD)."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", "--repo", help="SLM-Lab checkout, bare clone or URL "
+                                       "(default: setting slm-repo, else this checkout when it is SLM-Lab's, "
+                                       "else kengz/SLM-Lab on GitHub)."),
+    slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", "--ref",
+                                      help="Branch, tag, commit or WORKTREE (default: setting slm-ref, else HEAD "
+                                      "in an SLM-Lab checkout, master from GitHub)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="Spec file in the repository, YAML or JSON "
                                        "(default: setting spec)."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Spec variant (default: the file's first)."),
@@ -35,16 +38,20 @@ def extract_slm(
         raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if variant and all_variants:
         raise BraxDiffError("give either --variant or --all-variants, not both")
-    settings = load_settings(slm_repo=repo, slm_ref=ref, spec=spec, mapping=mapping)
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping)
+    snapshots = open_snapshots(settings, ("slm",))
+    snapshot = snapshots["slm"]
     extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping))
     names = extractor.variants()
     if not names:
         raise BraxDiffError(f"{settings.spec} at {settings.slm_ref} defines no variants")
     chosen = names if all_variants else [variant or names[0]]
     extractions = [extractor.variant(name) for name in chosen]
+    for extraction in extractions:  # name the work-tree files read, now that all were read
+        extraction.sources = {"slm": snapshot.info()}
     print_extractions(extractions, fmt)
+    for line in head_warnings(snapshots):
+        print(f"warning: {line}", file=sys.stderr)
     if strict and any(f.severity == "ERROR" for e in extractions for f in e.findings):
         raise SystemExit(1)  # main() returns a click Exit's code unseen in non-standalone mode
 

@@ -26,6 +26,8 @@ def history(
     playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Path or URL of mujoco_playground."),
     slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="Path or URL of SLM-Lab (default: .)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repo."),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
+                                          "replacing the shipped one."),
     cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="Where clones and cached facts live."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Extract every candidate commit again."),
 ) -> None:
@@ -41,7 +43,7 @@ def history(
     from ..sources import Repository
 
     settings = load_settings(brax_repo=brax_repo, playground_repo=playground_repo, slm_repo=slm_repo,
-                             spec=spec, cache_dir=cache_dir)
+                             spec=spec, mapping=mapping, cache_dir=cache_dir)
     ranges = {side: text for side, text in (("brax", brax), ("playground", playground), ("slm", slm)) if text}
     request = HistoryRequest(
         ranges=ranges,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
@@ -24,8 +25,12 @@ from ..io import write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
-from ..sources import Repository
-from .common import parse_sets, print_json, stderr_console, stdout_console, user_mapping
+from ..permalinks import line_commits
+from ..review import Move, github_annotations, locate, markdown_summary, moves, source_moves
+from ..session import head_warnings, open_snapshots
+from ..story import Story
+from ..worktree import refresh_sources
+from .common import parse_sets, print_json, stdout_console, user_mapping
 
 RULE_FORMATS = ("table", "md", "json")
 
@@ -75,12 +80,18 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
 
 
 def report_command(
-    brax: Optional[str] = typer.Option(None, "--brax", help="Brax ref (default: main)."),
-    playground: Optional[str] = typer.Option(None, "--playground", help="MuJoCo Playground ref (default: main)."),
-    slm: Optional[str] = typer.Option(None, "--slm", help="SLM-Lab ref (default: HEAD)."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository (default: .)."),
+    brax: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref, or WORKTREE for the files "
+                                       "on disk (default: main)."),
+    playground: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
+                                             help="MuJoCo Playground ref or WORKTREE (default: main)."),
+    slm: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD in "
+                                      "an SLM-Lab checkout, else master)."),
+    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL "
+                                            "(default: google/brax on GitHub)."),
+    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository: path "
+                                                  "or URL (default: google-deepmind/mujoco_playground)."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository: path or URL (default: "
+                                           "this checkout when it is SLM-Lab's, else kengz/SLM-Lab)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
     family: Optional[str] = typer.Option(None, "--family", help="One family (default: every family)."),
     env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
@@ -88,12 +99,18 @@ def report_command(
     sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the "
                                              "SLM-Lab spec, like SLM-Lab's -s (repeatable)."),
     rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
-    fmt: str = typer.Option("both", "--format", help="md, json or both."),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
+                                          "replacing the shipped one."),
+    fmt: str = typer.Option("both", "--format", help="md, json or both; with --check, github prints each "
+                            "change as a GitHub Actions annotation on the report file."),
     output: Optional[str] = typer.Option(None, "--output",
                                          help="Directory (default reports/), a .md/.json file for one scope, or -."),
     previous: Optional[str] = typer.Option(None, "--previous",
                                            help="Previous report JSON (default: the JSON at the output path)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
+    summary: Optional[str] = typer.Option(None, "--summary", help="Write a Markdown table of what moved since the "
+                                          "reports on disk (key, scope, was -> now, classification, both lines) "
+                                          "to this file, e.g. a pull request's body."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
                                           "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
     verification: Optional[str] = typer.Option(None, "--verification",
@@ -103,27 +120,98 @@ def report_command(
                                   "the fact cache."),
     verify: bool = typer.Option(False, "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
                                 "environment first and show the verdicts (needs the verify extra)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors (no progress, "
+                               "summary or list of files written)."),
 ) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    if fmt not in FORMATS:
-        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if fmt not in FORMATS + ("github",):
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)}, or github with --check)")
+    annotate = fmt == "github"
+    if annotate and not check:
+        raise BraxDiffError("--format github annotates the changes --check finds; add --check")
+    fmt = "both" if annotate else fmt  # github checks both files
     threshold = fail_on.upper() if fail_on else None
     if threshold is not None and threshold not in SEVERITIES:
         raise BraxDiffError(f"unknown --fail-on severity {fail_on!r} (choose from {', '.join(SEVERITIES)})")
     if check and output == "-":
         raise BraxDiffError("--check compares files on disk; it cannot be used with --output -")
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
-                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules)
+                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
+                             mapping=mapping)
     table = load_rules(settings.rules)
     BraxExtractor, SlmExtractor = load_extractors()
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax_snap = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
-    playground_snap = Repository(settings.playground_repo, "playground",
-                                 cache_root=cache_root).resolve(settings.playground_ref)
-    slm_snap = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     set_values = parse_sets(sets)
+    story = Story.on_stderr(quiet)
+    with story.running():
+        snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
+        results = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor, set_values,
+                                family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
+                                verification=verification, verify=verify, no_cache=no_cache)
+    for line in head_warnings(snapshots):
+        story.warn(line)
+    rendered = [file for result in results for file in result.files]
+    models = {path: result.model for result in results for path, _ in result.files}
+    failing = []
+    for result in results:
+        story.summary(result.model)
+        if threshold:
+            failing += [f"{result.name}: {d['key']} ({d['severity']})"
+                        for d in worst_at_or_above(result.model, threshold)]
+
+    stale: list[Path] = []
+    if check:
+        stale, refreshable = _stale(rendered, models)
+        for path in stale:
+            story.console.print(f"stale: {path}")
+    if annotate or summary:
+        found = [move for result in results for move in result.moves()]
+        if annotate:
+            sys.stdout.write(github_annotations(found))
+        if summary:
+            sources = {s["title"]: s for result in results for s in source_moves(result.previous, result.model)}
+            write_atomic(summary, markdown_summary(found, sources.values(), stale=len(stale)))
+    if check:
+        if stale:
+            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
+                              "regenerated report; run brax-diff report without --check to update them")
+        if refreshable:
+            story.say(f"up to date: {len(rendered)} file(s); {len(refreshable)} read older commits that say "
+                      "the same (regenerate to refresh their links)")
+        else:
+            story.say(f"up to date: {len(rendered)} file(s)")
+    else:
+        for path, text in rendered:
+            if path is None:
+                sys.stdout.write(text)
+            else:
+                write_atomic(path, text)
+                story.wrote(path)
+    if failing:
+        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+
+
+@dataclass
+class ScopeResult:
+    """One scope's report: its model, the report it replaces (on disk), its files and texts."""
+
+    name: str
+    model: dict
+    previous: dict | None
+    files: list[tuple[Path | None, str]]
+
+    def moves(self) -> list[Move]:
+        markdown = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
+                        (None, render_markdown(self.model)))
+        return locate(moves(self.previous, self.model, self.name), *markdown)
+
+
+def _generate_all(story: Story, snapshots: dict, settings: Settings, table, BraxExtractor, SlmExtractor,
+                  set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
+                  no_cache) -> list[ScopeResult]:
+    """Every scope's report."""
+    brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
     brax_extractor = BraxExtractor(brax_snap, playground_snap)
     slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
@@ -140,9 +228,8 @@ def report_command(
         raise BraxDiffError("--verification and --verify exclude each other")
     loaded_verification = _read_verification(verification) if verification else None
 
-    rendered: list[tuple[Path | None, str]] = []
-    models: dict[Path | None, dict] = {}
-    failing: list[str] = []
+    results = []
+    linked_at: dict[str, str] = {}
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
@@ -155,38 +242,17 @@ def report_command(
             verify_dir = Path(settings.reports_dir) / "verify" / scope.name
             result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir)
             verdicts = verification_entries(result, verify_dir, report_dir)
+        replaced = read_previous(previous_path) if previous_path else None
         model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
-                         verification=verdicts,
-                         previous=read_previous(previous_path) if previous_path else None,
-                         rules_origin="shipped" if settings.rules is None else settings.rules)
-        for kind, path in sorted(targets.items()):
-            rendered.append((path, render_markdown(model) if kind == "md" else render_json(model)))
-            models[path] = model
-        if threshold:
-            failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
-
-    err = stderr_console()
-    if check:
-        stale, refreshable = _stale(rendered, models)
-        for path in stale:
-            err.print(f"stale: {path}")
-        if stale:
-            raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
-                              "regenerated report; run brax-diff report without --check to update them")
-        if refreshable:
-            err.print(f"up to date: {len(rendered)} file(s); {len(refreshable)} read older commits that say "
-                      "the same (regenerate to refresh their links)")
-        else:
-            err.print(f"up to date: {len(rendered)} file(s)")
-    else:
-        for path, text in rendered:
-            if path is None:
-                sys.stdout.write(text)
-            else:
-                write_atomic(path, text)
-                err.print(f"wrote {path}")
-    if failing:
-        raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+                         verification=verdicts, previous=replaced,
+                         rules_origin="shipped" if settings.rules is None else settings.rules,
+                         progress=story.step)
+        model = refresh_sources(model, snapshots)  # what each work tree read differs in
+        model["line_commits"] = line_commits(model, snapshots, linked_at)  # links that outlast upstream moves
+        files = [(path, render_markdown(model) if kind == "md" else render_json(model))
+                 for kind, path in sorted(targets.items())]
+        results.append(ScopeResult(scope.name, model, replaced, files))
+    return results
 
 
 def _read_verification(path: str) -> dict:

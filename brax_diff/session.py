@@ -1,0 +1,35 @@
+"""Opening the three sides for a command: each repository at its configured location and ref.
+
+The commands call :func:`open_snapshots` with the settings and a ``step`` callback (the
+terminal's progress line), and :func:`head_warnings` once the extractions have run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .config import Settings
+from .sources import Repository, Snapshot, is_url
+from .worktree import head_differs
+
+TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
+
+
+def open_snapshots(settings: Settings, sides: Iterable[str],
+                   step: Callable[[str], None] = lambda text: None) -> dict[str, Snapshot]:
+    """side -> Snapshot at the side's ref (``WORKTREE``: the files on disk)."""
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    snapshots = {}
+    for side in sides:
+        location, ref = getattr(settings, f"{side}_repo"), getattr(settings, f"{side}_ref")
+        step(f"{TITLES[side]}: {'cloning or fetching' if is_url(location) else 'opening'} {location}")
+        repository = Repository(location, side, cache_root=cache_root)
+        step(f"{TITLES[side]}: resolving {ref} in {location}")
+        snapshots[side] = repository.resolve(ref)
+    return snapshots
+
+
+def head_warnings(snapshots: dict[str, Snapshot]) -> list[str]:
+    """One line per side read at HEAD whose files read differ in its work tree."""
+    return [line for side, snap in snapshots.items() if (line := head_differs(snap, f"--{side}"))]

@@ -1,0 +1,179 @@
+"""Work-tree mode: a checkout's files as they are on disk, beside the blob reads at a commit.
+
+``--slm WORKTREE`` (or ``--brax``/``--playground WORKTREE``) resolves to HEAD's commit and
+reads every file from the work tree, so an edit shows in the next report before it is
+committed. Everything stays static: the files are read and parsed, never imported.
+
+A line from a file that differs from HEAD is marked ``uncommitted`` (no link at HEAD shows
+it), and the source lists the files read that differ. Blob ids of work-tree files are the
+ids git would give them (``git hash-object``), so the fact cache treats an unchanged file
+exactly as its committed blob.
+
+:func:`head_differs` is the other direction: the user asked for ``HEAD`` in a checkout
+whose files read differ on disk, and is told so in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .errors import SourceError
+from .facts import Provenance, SourceInfo
+from .sources import Repository, Snapshot
+
+WORKTREE = "WORKTREE"
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives a file with these bytes (``git hash-object``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def work_tree_root(repository: Repository) -> Path | None:
+    """The top of the repository's work tree; None for a bare repository or a URL's clone."""
+    if repository.git.bare or not repository.git.working_tree_dir:
+        return None
+    return Path(repository.git.working_tree_dir)
+
+
+def _disk_bytes(root: Path, path: str) -> bytes | None:
+    target = root / path
+    try:
+        return target.read_bytes() if target.is_file() else None
+    except OSError:
+        return None
+
+
+def _disk_names(root: Path, path: str) -> list[str] | None:
+    folder = root / path.strip("/") if path.strip("/") else root
+    if not folder.is_dir():
+        return None
+    return sorted(name for name in (p.name for p in folder.iterdir()) if name != ".git")
+
+
+@dataclass
+class WorkTreeSnapshot(Snapshot):
+    """HEAD's commit, with every file read from the work tree on disk."""
+
+    @classmethod
+    def of(cls, repository: Repository) -> "WorkTreeSnapshot":
+        root = work_tree_root(repository)
+        if root is None:
+            raise SourceError(f"{repository.side}: {WORKTREE} reads a checkout's files, and {repository.location} "
+                              "has no work tree (a bare repository or a URL); give the checkout's path")
+        try:
+            commit = repository.git.head.commit
+        except ValueError:
+            raise SourceError(f"{repository.side}: {repository.location} has no commit yet") from None
+        return cls(repository, commit, WORKTREE)
+
+    @property
+    def root(self) -> Path:
+        return Path(self.repository.git.working_tree_dir)
+
+    def committed_id(self, path: str) -> str | None:
+        """The object id of ``path`` at HEAD's commit."""
+        return Snapshot.object_id(self, path)
+
+    def object_id(self, path: str) -> str | None:
+        if not path.endswith("/"):
+            data = _disk_bytes(self.root, path)
+            return None if data is None else git_blob_id(data)
+        names = _disk_names(self.root, path)
+        if names is None:
+            return None
+        committed = self.committed_id(path)
+        if committed is not None and names == self._committed_names(path):
+            return committed  # the same names as committed: the listing answers the same
+        return "worktree:" + hashlib.sha1("\n".join(names).encode()).hexdigest()
+
+    def _committed_names(self, path: str) -> list[str]:
+        clean = path.strip("/")
+        obj = self._object(clean) if clean else self.commit.tree
+        return sorted(item.name for item in obj) if obj is not None and obj.type == "tree" else []
+
+    def is_uncommitted(self, path: str) -> bool:
+        return self.object_id(path) != self.committed_id(path)
+
+    def read(self, path: str) -> str:
+        data = _disk_bytes(self.root, path)
+        if data is None:
+            self.reads[path] = None
+            raise SourceError(f"{self.side}: {path} not found in the work tree {self.root}")
+        self.reads[path] = git_blob_id(data)
+        return data.decode("utf-8", errors="replace")
+
+    def listdir(self, path: str) -> list[str]:
+        key = path.strip("/") + "/"
+        self.reads.setdefault(key, self.object_id(key))
+        return _disk_names(self.root, path) or []
+
+    def where(self, path: str, line: int) -> Provenance:
+        return Provenance(self.repository.web_url, self.sha, path, line, self.is_uncommitted(path))
+
+    def uncommitted_reads(self) -> tuple[str, ...]:
+        """The files read so far that differ from HEAD's commit, sorted."""
+        return tuple(sorted(p for p in self.reads if not p.endswith("/") and self.is_uncommitted(p)))
+
+    def info(self) -> SourceInfo:
+        return replace(super().info(), uncommitted=self.uncommitted_reads())
+
+
+def relink(data: dict, snapshots: Iterable[Snapshot]) -> dict:
+    """An extraction's JSON with each line's ``uncommitted`` mark as the work trees stand now
+    (a cached extraction is reused whenever the bytes read match, committed or not)."""
+    by_repo = {snap.repository.web_url: snap for snap in snapshots}
+
+    def mark(p: dict) -> dict:
+        snap = by_repo.get(p["repo"])
+        flag = isinstance(snap, WorkTreeSnapshot) and p["commit"] == snap.sha and snap.is_uncommitted(p["path"])
+        out = {k: v for k, v in p.items() if k != "uncommitted"}
+        if flag:
+            out["uncommitted"] = True
+        return out
+
+    facts = {key: {**fact, "provenance": [mark(p) for p in fact.get("provenance", [])]}
+             for key, fact in data.get("facts", {}).items()}
+    findings = [{**f, "provenance": [mark(p) for p in f.get("provenance", [])]} for f in data.get("findings", [])]
+    return {**data, "facts": facts, "findings": findings}
+
+
+def refresh_sources(model: dict, snapshots: Mapping[str, Snapshot]) -> dict:
+    """A report model whose sources list what each work tree read differs in, now that every
+    extraction of the scope has run (an extractor names its sources before it reads)."""
+    infos = {side: snap.info().to_json() for side, snap in snapshots.items()}
+    for source in model.get("sources", []):
+        info = infos.get(source.get("name"))
+        if info is not None:
+            source.pop("uncommitted", None)
+            source.update(info)
+    for part in ("brax", "slm"):
+        sources = (model.get(part) or {}).get("sources", {})
+        for side in sources:
+            if side in infos:
+                sources[side] = infos[side]
+    return model
+
+
+def head_differs(snapshot: Snapshot, flag: str) -> str | None:
+    """One line when ``snapshot`` is ``HEAD`` of a checkout whose files read differ on disk."""
+    if snapshot.ref != "HEAD" or isinstance(snapshot, WorkTreeSnapshot):
+        return None
+    root = work_tree_root(snapshot.repository)
+    if root is None or snapshot.repository.git.head.commit.hexsha != snapshot.sha:
+        return None
+    differ = []
+    for path, committed in sorted(snapshot.reads.items()):
+        if path.endswith("/"):
+            continue
+        data = _disk_bytes(root, path)
+        if (None if data is None else git_blob_id(data)) != committed:
+            differ.append(path)
+    if not differ:
+        return None
+    shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+    return (f"{snapshot.side}: read HEAD ({snapshot.sha[:12]}), but {len(differ)} file(s) read differ in the work "
+            f"tree ({shown}); {flag} WORKTREE reads them as on disk")

@@ -1,0 +1,119 @@
+"""Flags that mean the same thing are spelt the same in every command; --version; help shows
+plain flags as flags; files written with the user's umask; the offline error names the flag."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import typer.main
+
+from brax_diff import __version__
+from brax_diff.cli import app, main
+from brax_diff.errors import SourceError
+from brax_diff.io import write_atomic
+from brax_diff.sources import Repository
+from upstream_repos import make_upstreams
+
+
+@pytest.fixture(scope="module")
+def upstreams(tmp_path_factory):
+    return make_upstreams(tmp_path_factory.mktemp("upstreams"))
+
+
+def options(*path: str) -> set[str]:
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    return {opt for param in command.params for opt in param.opts}
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"brax-diff {__version__}\n"
+
+
+@pytest.mark.parametrize("command, sides", [
+    (("report",), ("brax", "playground", "slm")),
+    (("verify",), ("brax", "playground", "slm")),
+    (("extract", "brax"), ("brax", "playground")),
+    (("extract", "slm"), ("slm",)),
+])
+def test_repositories_and_refs_have_one_name_everywhere(command, sides):
+    opts = options(*command)
+    for side in sides:
+        assert {f"--{side}-repo", f"--{side}", f"--{side}-ref"} <= opts, command
+    assert options("history") >= {"--brax-repo", "--playground-repo", "--slm-repo", "--brax", "--slm", "--mapping"}
+    assert {"--repo", "--ref"} <= options("extract", "slm") and {"--repo", "--ref", "--playground-ref"} <= \
+        options("extract", "brax")  # the old spellings still work
+
+
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["rules"], ["extract", "brax"],
+                                     ["extract", "slm"], []])
+def test_help_shows_plain_flags_without_a_type(command, capsys):
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--help" in out and "<bool>" not in out
+
+
+def test_new_and_old_extract_flags_give_the_same_facts(upstreams, capsys):
+    new = ["extract", "brax", "--brax-repo", str(upstreams["brax"]), "--brax", "HEAD",
+           "--playground-repo", str(upstreams["playground"]), "--playground", "HEAD", "--env", "BallInCup",
+           "--format", "json"]
+    old = ["extract", "brax", "--repo", str(upstreams["brax"]), "--ref", "HEAD",
+           "--playground-repo", str(upstreams["playground"]), "--playground-ref", "HEAD", "--env", "BallInCup",
+           "--format", "json"]
+    assert main(new) == 0
+    first = capsys.readouterr().out
+    assert main(old) == 0
+    assert capsys.readouterr().out == first and '"env": "BallInCup"' in first
+    slm = ["extract", "slm", "--slm-repo", str(upstreams["slm"]), "--slm", "HEAD", "--format", "json"]
+    assert main(slm) == 0
+    assert main(["extract", "slm", "--repo", str(upstreams["slm"]), "--ref", "HEAD", "--format", "json"]) == 0
+    second, third = capsys.readouterr().out.split("\n}\n", 1)
+    assert '"variant": "ppo_fx"' in second and second + "\n}\n" == third
+
+
+@pytest.fixture()
+def umask():
+    def set_mask(mask: int) -> None:
+        os.umask(mask)
+
+    before = os.umask(0o022)
+    yield set_mask
+    os.umask(before)
+
+
+def test_written_files_follow_the_umask_and_keep_an_existing_mode(tmp_path, umask):
+    umask(0o022)
+    assert stat.S_IMODE(write_atomic(tmp_path / "a.md", "a").stat().st_mode) == 0o644
+    umask(0o077)
+    assert stat.S_IMODE(write_atomic(tmp_path / "b.md", "b").stat().st_mode) == 0o600
+    (tmp_path / "a.md").chmod(0o640)
+    umask(0o022)
+    assert stat.S_IMODE(write_atomic(tmp_path / "a.md", "again").stat().st_mode) == 0o640
+    assert (tmp_path / "a.md").read_text() == "again"
+
+
+def test_report_files_are_readable_by_the_group(upstreams, tmp_path, monkeypatch, umask):
+    umask(0o002)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--brax-repo", str(upstreams["brax"]), "--playground-repo", str(upstreams["playground"]),
+                 "--slm-repo", str(upstreams["slm"]), "--slm", "HEAD", "--mapping",
+                 str(upstreams["slm"] / "brax-diff-mapping.yaml"), "--env", "BallInCup", "--quiet"]) == 0
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "reports").iterdir()}
+    assert modes == {"BallInCup.md": 0o664, "BallInCup.json": 0o664}
+
+
+def test_offline_error_names_the_flag_and_the_setting(tmp_path, capsys, monkeypatch):
+    with pytest.raises(SourceError) as caught:
+        Repository(f"file://{tmp_path}/nowhere", "playground", cache_root=tmp_path / "cache")
+    message = str(caught.value)
+    assert message.startswith(f"playground: cannot clone file://{tmp_path}/nowhere and no cached clone exists")
+    assert message.endswith("to use a local clone, pass --playground-repo PATH or set playground-repo in "
+                            "brax-diff.toml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["extract", "brax", "--brax-repo", f"file://{tmp_path}/gone", "--defaults"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: brax: cannot clone") and "--brax-repo PATH" in err and err.count("\n") == 1

@@ -1,0 +1,136 @@
+"""`report --check --format github` and `--summary`: what moved since the reports on disk, as
+GitHub annotations on the report file and as a short Markdown table for a reviewer."""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+import pytest
+
+import brax_fixtures
+from brax_diff.cli import main
+from gitfixture import add_commit
+from upstream_repos import make_upstreams, repo_flags
+
+DM_PARAMS = brax_fixtures.DM_PARAMS
+
+
+@pytest.fixture()
+def moved(tmp_path, monkeypatch, capsys):
+    """Reports written, then Playground's dm_control discount moves 0.99 -> 0.9."""
+    paths = make_upstreams(tmp_path / "up")
+    monkeypatch.chdir(tmp_path)
+    flags = [*repo_flags(paths), "--slm", "HEAD", "--family", "dm_control"]
+    assert main(["report", *flags]) == 0
+    text = (paths["playground"] / DM_PARAMS).read_text()
+    assert text.count("discounting=0.99,") == 1
+    new_sha = add_commit(paths["playground"], {DM_PARAMS: text.replace("discounting=0.99,", "discounting=0.9,")},
+                         message="discount")
+    capsys.readouterr()
+    return {"flags": flags, "paths": paths, "sha": new_sha, "work": tmp_path}
+
+
+def test_check_format_github_annotates_each_move_on_the_report_line(moved, capsys):
+    assert main(["report", *moved["flags"], "--check", "--format", "github"]) == 1
+    out, err = capsys.readouterr()
+    assert "stale: reports/dm_control.md" in err
+    lines = out.splitlines()
+    family = next(line for line in lines if "title=brax-diff%3A discount moved (dm_control)::discount (dm_control)" in line)
+    assert family.startswith("::warning file=reports/dm_control.md,line=")
+    assert family.endswith("::discount (dm_control): Brax 0.99 → 0.9")  # still the same classification
+    matrix = next(line for line in lines if "::discount (dm_control / " in line)
+    assert "AcrobotSwingup, CartpoleBalance, CheetahRun" in matrix and "BallInCup" not in matrix  # its own 0.95
+    # The annotated lines are the key's row and the env's matrix row of the regenerated report.
+    assert main(["report", *moved["flags"], "--quiet"]) == 0
+    md = (moved["work"] / "reports" / "dm_control.md").read_text().splitlines()
+    line = int(family.split(",line=")[1].split(",")[0])
+    assert md[line - 1].startswith("| `discount` | `0.9` · [L")
+    line = int(matrix.split(",line=")[1].split(",")[0])
+    assert md[line - 1].startswith("| AcrobotSwingup | ppo_fx |")
+
+
+def test_summary_is_a_short_table_with_both_lines(moved, capsys):
+    summary = moved["work"] / "moved.md"
+    assert main(["report", *moved["flags"], "--check", "--summary", str(summary)]) == 1
+    text = summary.read_text()
+    old = json.loads((moved["work"] / "reports" / "dm_control.json").read_text())
+    old_line = next(d for d in old["differences"] if d["key"] == "discount")["brax"]["provenance"][0]
+    assert text.startswith(f"## brax-diff: what moved\n\nCommits: MuJoCo Playground `main` {old_line['commit'][:12]} → "
+                           f"{moved['sha'][:12]}.\n")
+    rows = [line for line in text.splitlines() if line.startswith("| dm_control |")]
+    assert len(rows) == 2
+    assert rows[0].startswith("| dm_control | `discount` | dm_control | Brax `0.99` → `0.9` | CRITICAL | [Brax was](")
+    assert f"[Brax was](https://github.com/google-deepmind/mujoco_playground/blob/{old_line['commit']}/" in rows[0]
+    assert f"[Brax now](https://github.com/google-deepmind/mujoco_playground/blob/{moved['sha']}/" in rows[0]
+    assert rows[1].startswith("| dm_control | `discount` | dm_control / AcrobotSwingup, CartpoleBalance,")
+    assert len(text.splitlines()) <= 10
+
+
+def test_nothing_moved_says_so(moved, capsys):
+    add_commit(moved["paths"]["playground"], {DM_PARAMS: brax_fixtures.PLAYGROUND[DM_PARAMS]}, message="revert")
+    summary = moved["work"] / "moved.md"
+    assert main(["report", *moved["flags"], "--check", "--format", "github", "--summary", str(summary)]) == 0
+    assert capsys.readouterr().out == ""
+    assert summary.read_text().endswith("\nNo value, classification or finding moved.\n")
+
+
+def test_github_format_needs_check(moved, capsys):
+    assert main(["report", *moved["flags"], "--format", "github"]) == 2
+    assert capsys.readouterr().err == "error: --format github annotates the changes --check finds; add --check\n"
+
+
+def test_moves_name_classification_changes_and_findings():
+    from brax_diff.facts import Finding, Provenance
+    from brax_diff.render import build_report
+    from brax_diff.review import markdown_summary, moves
+    from brax_diff.rules import load_rules
+    from report_fixtures import SLM_REPO, SLM_SHA, SPEC, brax_extraction, slm_extraction
+
+    scope = {"family": "dm_control", "env": None, "variant": "ppo_playground", "spec": SPEC}
+    old = build_report(brax_extraction(), slm_extraction(), load_rules(), scope=scope)
+    slm = slm_extraction({"clip_epsilon": 0.3})
+    slm.find(Finding("spec_code_mismatch", "ERROR", "no such scheduler", (Provenance(SLM_REPO, SLM_SHA, SPEC, 7),)))
+    new = build_report(brax_extraction(), slm, load_rules(), scope=scope)
+    found = moves(old, new, "dm_control")
+    assert [(m.kind, m.key, m.values, m.was, m.now) for m in found] == [
+        ("value", "clip_epsilon", (("SLM-Lab", 0.2, 0.3),), "IMPORTANT", "match"),
+        ("finding", "spec_code_mismatch", (), None, "ERROR")]
+    text = markdown_summary(found)
+    assert "| dm_control | `clip_epsilon` | dm_control | SLM-Lab `0.2` → `0.3` | IMPORTANT → match | [SLM-Lab was](" in text
+    assert "| `spec_code_mismatch` | dm_control | SLM-Lab ERROR finding new: no such scheduler | — → ERROR |" in text
+    assert moves(old, old, "dm_control") == []
+
+
+def without_changes_section(path) -> list[str]:
+    """The report's lines but its "Changes since the previous report" section (its history)."""
+    text = path.read_text()
+    head, rest = text.split("## Changes since the previous report", 1)
+    return (head + "## Rules and references" + rest.split("## Rules and references", 1)[1]).splitlines()
+
+
+def test_an_upstream_commit_touching_no_file_read_changes_only_the_source_row(tmp_path, monkeypatch, capsys):
+    paths = make_upstreams(tmp_path / "up")
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "reports" / "dm_control.md"
+    flags = [*repo_flags(paths), "--slm", "HEAD", "--family", "dm_control", "--quiet"]
+    assert main(["report", *flags]) == 0
+    before = without_changes_section(report)
+    add_commit(paths["brax"], {"README.md": "docs\n"}, message="docs")
+    assert main(["report", *flags]) == 0
+    after = without_changes_section(report)
+    changed = [new for old, new in zip(before, after) if old != new]
+    assert len(before) == len(after) and len(changed) == 1 and changed[0].startswith("| Brax | [google/brax]")
+    # A commit that moves one Brax default (still MINOR against SLM-Lab's 0.25): the rows that show
+    # it, and the links into that one file.
+    train = (paths["brax"] / brax_fixtures.TRAIN).read_text()
+    add_commit(paths["brax"], {brax_fixtures.TRAIN: train.replace("clipping_epsilon: float = 0.2,",
+                                                                  "clipping_epsilon: float = 0.22,")})
+    assert main(["report", *flags]) == 0
+    moved = without_changes_section(report)
+    changed = [line[2:] for line in difflib.ndiff(after, moved) if line.startswith("+ ")]
+    definitions = [line for line in changed if line.startswith("[")]
+    assert definitions and all(line.startswith(f"[google/brax/{brax_fixtures.TRAIN}#L") for line in definitions)
+    body = [line for line in changed if line not in definitions]
+    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 5, "\n".join(body)
+    assert all("`clip_epsilon`" in line and "0.22" in line for line in body[1:]), "\n".join(body)

@@ -1,0 +1,84 @@
+"""What `brax-diff report` prints: on a terminal (a pty here) the summary and every ERROR
+finding, then the files written; in a pipe, only the files written; with --quiet, nothing."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import slm_fixtures
+from upstream_repos import make_upstreams, repo_flags
+
+ROOT = Path(__file__).resolve().parent.parent
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture(scope="module")
+def upstreams(tmp_path_factory):
+    # SLM-Lab's code lacks the scheduler the spec names: an ERROR finding (training fails).
+    return make_upstreams(tmp_path_factory.mktemp("up"),
+                          slm_extra={"slm_lab/agent/net/net_util.py": slm_fixtures.NET_UTIL_WITHOUT_MIN})
+
+
+def command(upstreams, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "brax_diff", "report", *repo_flags(upstreams), "--slm", "HEAD",
+            "--family", "dm_control", *extra]
+
+
+def environment(tmp_path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "COLUMNS": "120",
+            "BRAX_DIFF_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def run_in_pty(argv: list[str], cwd: Path, env: dict) -> tuple[int, str]:
+    """Run with stdin, stdout and stderr on a pseudo-terminal; the screen text, escapes removed."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    code = process.wait(timeout=120)
+    return code, ANSI.sub("", b"".join(chunks).decode("utf-8", errors="replace")).replace("\r", "")
+
+
+def test_a_terminal_run_prints_the_summary_and_the_error_findings_then_the_files(upstreams, tmp_path):
+    code, screen = run_in_pty(command(upstreams), tmp_path, environment(tmp_path))
+    assert code == 0, screen
+    lines = [line.rstrip() for line in screen.splitlines()]
+    title = next(i for i, line in enumerate(lines) if line.startswith("dm_control: SLM-Lab variant ppo_fx; Brax main "))
+    critical = next(i for i, line in enumerate(lines) if line.lstrip().startswith("CRITICAL"))
+    assert re.match(r"^ ?CRITICAL\s+│\s+3 │ unrolls_per_update, transitions_per_update, discount$", lines[critical])
+    assert any(re.match(r"^ ?match\s+│\s+13 │$", line) for line in lines)
+    error = next(i for i, line in enumerate(lines) if line.startswith("ERROR "))
+    assert lines[error].startswith("ERROR SLM-Lab spec_code_mismatch: agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                                   "get_lr_scheduler has no branch for it")
+    assert lines[-2:] == ["wrote reports/dm_control.json", "wrote reports/dm_control.md"]
+    assert title < critical < error < len(lines) - 2
+    assert "extracting" in screen  # the progress line was drawn (and erased)
+
+
+def test_in_a_pipe_only_the_files_written_and_stdout_is_untouched(upstreams, tmp_path):
+    done = subprocess.run(command(upstreams), cwd=tmp_path, env=environment(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == "wrote reports/dm_control.json\nwrote reports/dm_control.md\n"
+
+
+def test_quiet_prints_nothing_on_a_terminal(upstreams, tmp_path):
+    code, screen = run_in_pty(command(upstreams, "--quiet"), tmp_path, environment(tmp_path))
+    assert code == 0 and screen.strip() == ""
+    assert (tmp_path / "reports" / "dm_control.md").exists()
