@@ -114,10 +114,12 @@ class SourceTree:
 # -- small matchers ---------------------------------------------------------------------
 
 def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    """The class's ``def name``: the last one, as Python binds it."""
+    found = None
     for statement in cls.body.body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-            return statement
-    return None
+            found = statement
+    return found
 
 
 def calls(module: PyModule, within: cst.CSTNode, name: str) -> list[cst.Call]:
