@@ -24,8 +24,9 @@ on after it so that readers still see what follows. A raise that only some paths
 drops those paths.
 
 Every value carries the lines that made it (the literal or spec line it was written
-on, the lines of the operations applied to it, not the lines that merely pass it on),
-so a fact cites where a number is written and where it is transformed.
+on, the lines of the operations applied to it, the line of an attribute assignment that
+sets it on an object; not the lines that merely pass it on), so a fact cites where a
+number is written, where it is transformed and where it is set.
 """
 
 from __future__ import annotations
@@ -175,6 +176,7 @@ class Instance:
     cls: Class
     attrs: dict = field(default_factory=dict)
     args: tuple = ()  # the constructor's arguments (positional V, keyword dict), for readers
+    serial: int = -1  # creation order: an object made on an undecided path is that path's own
 
 
 @dataclass(eq=False)
@@ -469,9 +471,24 @@ class Loader:
         self.snapshot = snapshot
         self.roots = roots
 
+    # Module lookups per snapshot (id -> (snapshot, {dotted: path})): variants of one ref
+    # ask the same questions, and each answer costs a walk of the git tree.
+    _found: dict[int, tuple[Any, dict]] = {}
+
     def find(self, dotted: str) -> str | None:
         if dotted.split(".")[0] not in self.roots:
             return None
+        entry = Loader._found.get(id(self.snapshot))
+        if entry is None or entry[0] is not self.snapshot:
+            if len(Loader._found) >= 8:
+                Loader._found.pop(next(iter(Loader._found)))
+            entry = Loader._found[id(self.snapshot)] = (self.snapshot, {})
+        known = entry[1]
+        if dotted not in known:
+            known[dotted] = self._find(dotted)
+        return known[dotted]
+
+    def _find(self, dotted: str) -> str | None:
         base = dotted.replace(".", "/")
         for path in (f"{base}.py", f"{base}/__init__.py"):
             if self.snapshot.exists(path):
@@ -521,6 +538,13 @@ class Engine:
         self.fork_depth = 0  # inside a branch the engine could not decide
         self.try_depth = 0  # inside a try body (a handler may catch a raise)
         self.stack: list[Frame] = []
+        # Writes to objects on the path being explored: id -> (object, attributes before the
+        # first write), so that the next path starts from the same state (None: no fork).
+        self.journal: dict | None = None
+        self.journal_floor = 0  # objects made from here on belong to the current path
+        self._codes: dict[int, str] = {}
+        self._wheres: dict[tuple, Provenance] = {}
+        self._strings: dict[int, Any] = {}
         self.builtins = _builtins(self)
 
     # -- entry points --------------------------------------------------------------------
@@ -544,13 +568,21 @@ class Engine:
 
     def instance(self, cls: V, attrs: Mapping[str, V] | None = None) -> V:
         """An instance of ``cls`` whose constructor is NOT run: the reader sets attributes."""
-        inst = Instance(cls.data, dict(attrs or {}))
-        self.instances.append(inst)
-        return V(inst)
+        return V(self._new_instance(cls.data, dict(attrs or {})))
 
-    def stub(self, name: str, **attrs: V) -> V:
+    def _new_instance(self, cls: Class, attrs: dict, args: tuple = ()) -> Instance:
+        inst = Instance(cls, attrs, args, len(self.instances))
+        self.instances.append(inst)
+        return inst
+
+    def _write(self, inst: Instance, name: str, value: V) -> None:
+        if self.journal is not None and inst.serial < self.journal_floor and id(inst) not in self.journal:
+            self.journal[id(inst)] = (inst, dict(inst.attrs))
+        inst.attrs[name] = value
+
+    def stub(self, kind: str, **attrs: V) -> V:
         """An object of code not read (``agent``, ``env``): the given attributes, others symbolic."""
-        cls = Class(name, [sym("ext", name)], {}, None)
+        cls = Class(kind, [sym("ext", kind)], {}, None)
         return self.instance(V(cls), attrs)
 
     def call(self, fn: V, *args: V, **kwargs: V) -> V:
@@ -596,8 +628,12 @@ class Engine:
         return self._getattr(obj, name, None, None)
 
     def where(self, module: Module, node: cst.CSTNode) -> Provenance:
-        self._prepare(module)
-        return self.loader.where(module.path, module.source.line(node))
+        key = (module.path, id(node))
+        found = self._wheres.get(key)
+        if found is None:
+            self._prepare(module)
+            found = self._wheres[key] = self.loader.where(module.path, module.source.line(node))
+        return found
 
     def fork(self):
         """A snapshot of every instance's attributes, to restore after a trial run."""
@@ -631,9 +667,7 @@ class Engine:
         for index, statement in enumerate(module.statements):
             for name in _top_bindings(statement):
                 module.bindings.setdefault(name, []).append(index)
-            if isinstance(statement, cst.SimpleStatementLine) and any(
-                    isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)
-                    for small in statement.body):
+            if _has_star_import(statement):  # its names are unknown until it runs
                 self._run_top(module, index)
 
     def _run_top(self, module: Module, index: int) -> None:
@@ -728,24 +762,24 @@ class Engine:
             self.failures.append(Failure(error, definite))
 
     def _dispatch(self, node: cst.CSTNode, frame: Frame) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
+        if type(node) is cst.SimpleStatementLine:
             for small in node.body:
                 self._small(small, frame)
         elif isinstance(node, (cst.BaseSmallStatement,)):
             self._small(node, frame)
-        elif isinstance(node, cst.If):
+        elif type(node) is cst.If:
             self._if(node, frame)
-        elif isinstance(node, cst.FunctionDef):
+        elif type(node) is cst.FunctionDef:
             self._def(node, frame)
-        elif isinstance(node, cst.ClassDef):
+        elif type(node) is cst.ClassDef:
             self._class(node, frame)
-        elif isinstance(node, cst.For):
+        elif type(node) is cst.For:
             self._for(node, frame)
-        elif isinstance(node, cst.While):
+        elif type(node) is cst.While:
             self._while(node, frame)
-        elif isinstance(node, cst.Try):
+        elif type(node) is cst.Try:
             self._try(node, frame)
-        elif isinstance(node, cst.With):
+        elif type(node) is cst.With:
             for item in node.items:
                 value = self._eval(item.item, frame)
                 if item.asname is not None:
@@ -757,33 +791,33 @@ class Engine:
                                         f"({frame.module.path}:{self._line(frame, node)})"), frame)
 
     def _small(self, node: cst.CSTNode, frame: Frame) -> None:
-        if isinstance(node, cst.Expr):
+        if type(node) is cst.Expr:
             self._eval(node.value, frame)
-        elif isinstance(node, cst.Assign):
+        elif type(node) is cst.Assign:
             value = self._eval(node.value, frame)
             for target in node.targets:
                 self._assign(target.target, value, frame)
-        elif isinstance(node, cst.AnnAssign):
+        elif type(node) is cst.AnnAssign:
             if node.value is not None:
                 self._assign(node.target, self._eval(node.value, frame), frame)
-        elif isinstance(node, cst.AugAssign):
+        elif type(node) is cst.AugAssign:
             current = self._eval(node.target, frame)
             right = self._eval(node.value, frame)
             op = _AUG_OPS.get(type(node.operator))
             value = self._binary(op, current, right, node, frame) if op else unknown("operator")
             self._assign(node.target, value, frame)
-        elif isinstance(node, cst.Return):
+        elif type(node) is cst.Return:
             raise _Return(self._eval(node.value, frame) if node.value is not None else const(None))
-        elif isinstance(node, cst.Raise):
+        elif type(node) is cst.Raise:
             self._raise(node, frame)
-        elif isinstance(node, cst.Assert):
+        elif type(node) is cst.Assert:
             test = self._eval(node.test, frame)
             truth = self._truth(test)
             if truth is False:
                 message = self._message(node.msg, frame) if node.msg is not None else ""
-                raise Raised("AssertionError", f"`assert {frame.module.source.code(node.test)}` fails"
+                raise Raised("AssertionError", f"`assert {self._code(frame, node.test)}` fails"
                              + (f": {message}" if message else ""), self.where(frame.module, node))
-        elif isinstance(node, cst.Import):
+        elif type(node) is cst.Import:
             for alias in node.names:
                 dotted = dotted_name(alias.name) or ""
                 if alias.asname is not None:
@@ -792,16 +826,16 @@ class Engine:
                     self._import(dotted)
                     top = dotted.split(".")[0]
                     self._set(top, self._import(top), frame)
-        elif isinstance(node, cst.ImportFrom):
+        elif type(node) is cst.ImportFrom:
             self._import_from(node, frame)
-        elif isinstance(node, cst.Global):
+        elif type(node) is cst.Global:
             frame.globals_declared |= {n.name.value for n in node.names}
-        elif isinstance(node, cst.Del):
+        elif type(node) is cst.Del:
             for name in _target_names(node.target):
                 frame.locals.pop(name, None)
-        elif isinstance(node, cst.Break):
+        elif type(node) is cst.Break:
             raise _Break()
-        elif isinstance(node, cst.Continue):
+        elif type(node) is cst.Continue:
             raise _Continue()
         # Pass, Nonlocal: nothing to do
 
@@ -857,7 +891,7 @@ class Engine:
             elif isinstance(orelse, cst.Else):
                 self._block(self._body(orelse), frame)
             return
-        why = f"depends on `{frame.module.source.code(node.test)}` ({frame.module.path}:{self._line(frame, node)})"
+        why = f"depends on `{self._code(frame, node.test)}` ({frame.module.path}:{self._line(frame, node)})"
 
         def taken() -> None:
             self._block(self._body(node), frame)
@@ -876,17 +910,20 @@ class Engine:
         A path that raises is dropped (the run may take another); a path that returns
         leaves its value pending on the frame (the function's result becomes a Phi)."""
         start_locals = dict(frame.locals)
-        start_heap = self.fork()
-        ends: list[tuple[dict, list]] = []
+        outer, outer_floor = self.journal, self.journal_floor
+        floor = len(self.instances)
+        touched: dict[int, tuple[Instance, dict]] = {}  # objects some path wrote: state at the fork
+        ends: list[tuple[dict, dict]] = []
         raised: list[Raised] = []
         loop_exit: list[type] = []
         for path in paths:
             frame.locals = dict(start_locals)
-            self.restore(start_heap)
+            self.journal, self.journal_floor = {}, floor
             self.fork_depth += 1
+            went_on = False
             try:
                 path()
-                ends.append((dict(frame.locals), self.fork()))
+                went_on = True
             except _Return as ret:
                 frame.pending.append((ret.value, why))
             except Raised as error:
@@ -894,9 +931,20 @@ class Engine:
                 self.failures.append(Failure(error, False))
             except (_Break, _Continue) as jump:
                 loop_exit.append(type(jump))
-                ends.append((dict(frame.locals), self.fork()))
+                went_on = True
             finally:
                 self.fork_depth -= 1
+                journal = self.journal
+                self.journal, self.journal_floor = outer, outer_floor
+            written = {key: dict(inst.attrs) for key, (inst, _) in journal.items()}
+            for key, (inst, before) in journal.items():  # undo: the next path starts from the fork
+                touched.setdefault(key, (inst, before))
+                inst.attrs = before
+            if went_on:
+                ends.append((dict(frame.locals), written))
+        for key, (inst, before) in touched.items():  # the outer path sees these writes too
+            if outer is not None and inst.serial < outer_floor and key not in outer:
+                outer[key] = (inst, dict(before))
         if not ends:
             if raised and len(raised) == len(paths):
                 raise raised[0]
@@ -906,9 +954,8 @@ class Engine:
                 raise _Return(merge([v for v, _ in values], why))
             raise raised[0] if raised else _Return(const(None))
         frame.locals = _merge_names([locals_ for locals_, _ in ends], why)
-        heaps = [{id(inst): attrs for inst, attrs in heap} for _, heap in ends]
-        for inst, _ in start_heap:  # objects made on one path keep what that path gave them
-            inst.attrs = _merge_names([heap[id(inst)] for heap in heaps], why)
+        for key, (inst, before) in touched.items():  # objects made on one path keep what it gave them
+            inst.attrs = _merge_names([written.get(key, before) for _, written in ends], why)
         if loop_exit and len(loop_exit) == len(ends):
             raise loop_exit[0]()
 
@@ -927,7 +974,7 @@ class Engine:
             if node.orelse is not None:
                 self._block(self._body(node.orelse), frame)
             return
-        why = (f"set in the loop over `{frame.module.source.code(node.iter)}` "
+        why = (f"set in the loop over `{self._code(frame, node.iter)}` "
                f"({frame.module.path}:{self._line(frame, node)})")
         element = sym("item", "", (iterable, sym("param", "<each>")))
 
@@ -953,7 +1000,7 @@ class Engine:
                 continue
             except _Break:
                 return
-        why = f"set in the loop `while {frame.module.source.code(node.test)}` ({frame.module.path})"
+        why = f"set in the loop `while {self._code(frame, node.test)}` ({frame.module.path})"
 
         def once() -> None:
             try:
@@ -1071,9 +1118,9 @@ class Engine:
             else:
                 for index, element in enumerate(elements):
                     self._assign(element.value, sym("item", "", (value, const(index))), frame)
-        elif isinstance(target, cst.Attribute):
+        elif isinstance(target, cst.Attribute):  # an object's setting is (re)defined here: cite it
             obj = self._eval(target.value, frame)
-            self._setattr(obj, target.attr.value, value)
+            self._setattr(obj, target.attr.value, value.with_lines(self._at(frame, target)))
         elif isinstance(target, cst.Subscript):
             container = self._eval(target.value, frame)
             index = self._index(target, frame)
@@ -1099,7 +1146,7 @@ class Engine:
     def _setattr(self, obj: V, name: str, value: V) -> None:
         data = obj.data
         if isinstance(data, Instance):
-            data.attrs[name] = value
+            self._write(data, name, value)
         elif isinstance(data, Class):
             data.namespace[name] = value
         elif isinstance(data, Module):
@@ -1107,7 +1154,7 @@ class Engine:
         elif isinstance(data, Phi):
             for option in data.options:
                 if isinstance(option.data, Instance):
-                    option.data.attrs[name] = merge([option.data.attrs.get(name, UNBOUND_V), value], data.why)
+                    self._write(option.data, name, merge([option.data.attrs.get(name, UNBOUND_V), value], data.why))
         # setting an attribute of a symbolic value changes nothing the engine tracks
 
     def _name(self, name: str, frame: Frame, node: cst.CSTNode | None) -> V:
@@ -1137,21 +1184,38 @@ class Engine:
     def _line(self, frame: Frame, node: cst.CSTNode) -> int:
         return frame.module.source.line(node)
 
+    def _code(self, frame: Frame, node: cst.CSTNode) -> str:
+        """The source text of a node (cached: conditions are printed into every Phi's why)."""
+        key = id(node)
+        text = self._codes.get(key)
+        if text is None:
+            text = self._codes[key] = frame.module.source.code(node)
+        return text
+
     def _at(self, frame: Frame, node: cst.CSTNode) -> frozenset:
         return frozenset((self.where(frame.module, node),))
 
     def _eval(self, node: cst.CSTNode, frame: Frame) -> V:
         self._tick()
-        if isinstance(node, cst.Integer):
+        kind = type(node)
+        if kind is cst.Name and node.value not in ("True", "False", "None"):
+            return self._name(node.value, frame, node)
+        if kind is cst.Attribute:
+            return self._getattr(self._eval(node.value, frame), node.attr.value, frame, node)
+        if kind is cst.Call:
+            return self._eval_call(node, frame)
+        if type(node) is cst.Integer:
             return V(int(node.value.replace("_", ""), 0), self._at(frame, node))
-        if isinstance(node, cst.Float):
+        if type(node) is cst.Float:
             return V(float(node.value.replace("_", "")), self._at(frame, node))
-        if isinstance(node, cst.Imaginary):
+        if type(node) is cst.Imaginary:
             return V(complex(node.value.replace("_", "")), self._at(frame, node))
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-            value = node.evaluated_value
+        if type(node) in (cst.SimpleString, cst.ConcatenatedString):
+            value = self._strings.get(id(node), self._strings)
+            if value is self._strings:
+                value = self._strings[id(node)] = node.evaluated_value
             return V(value if isinstance(value, str) else None, self._at(frame, node))
-        if isinstance(node, cst.FormattedString):
+        if type(node) is cst.FormattedString:
             parts = []
             for part in node.parts:
                 if isinstance(part, cst.FormattedStringText):
@@ -1162,23 +1226,23 @@ class Engine:
                         return sym("ext", "str")
                     parts.append(str(inner.data))
             return V("".join(parts), self._at(frame, node))
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in ("True", "False", "None"):
                 return V({"True": True, "False": False, "None": None}[node.value], self._at(frame, node))
             return self._name(node.value, frame, node)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             return self._getattr(self._eval(node.value, frame), node.attr.value, frame, node)
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             return self._subscript(node, frame)
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             return self._eval_call(node, frame)
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             left = self._eval(node.left, frame)
             right = self._eval(node.right, frame)
             return self._binary(_BIN_OPS.get(type(node.operator)), left, right, node, frame)
-        if isinstance(node, cst.UnaryOperation):
+        if type(node) is cst.UnaryOperation:
             return self._unary(node, frame)
-        if isinstance(node, cst.BooleanOperation):
+        if type(node) is cst.BooleanOperation:
             left = self._eval(node.left, frame)
             truth = self._truth(left)
             is_and = isinstance(node.operator, cst.And)
@@ -1187,23 +1251,23 @@ class Engine:
                     return left
                 return self._eval(node.right, frame)
             right = self._either(lambda: self._eval(node.right, frame))
-            return merge([left, right], f"depends on `{frame.module.source.code(node.left)}`")
-        if isinstance(node, cst.Comparison):
+            return merge([left, right], f"depends on `{self._code(frame, node.left)}`")
+        if type(node) is cst.Comparison:
             return self._compare(node, frame)
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             truth = self._truth(self._eval(node.test, frame))
             if truth is True:
                 return self._eval(node.body, frame)
             if truth is False:
                 return self._eval(node.orelse, frame)
-            why = f"depends on `{frame.module.source.code(node.test)}` ({frame.module.path}:{self._line(frame, node)})"
+            why = f"depends on `{self._code(frame, node.test)}` ({frame.module.path}:{self._line(frame, node)})"
             return merge([self._either(lambda: self._eval(node.body, frame)),
                           self._either(lambda: self._eval(node.orelse, frame))], why)
-        if isinstance(node, cst.Lambda):
+        if type(node) is cst.Lambda:
             function = Function(node, frame.module, frame if frame.function else None)
             function.defaults = self._defaults(node.params, frame)
             return V(function)
-        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        if type(node) in (cst.Tuple, cst.List, cst.Set):
             items: list[V] = []
             for element in node.elements:
                 if isinstance(element, cst.StarredElement):
@@ -1213,12 +1277,12 @@ class Engine:
                     items.extend(inner)
                 else:
                     items.append(self._eval(element.value, frame))
-            if isinstance(node, cst.Tuple):
+            if type(node) is cst.Tuple:
                 return V(tuple(items))
-            if isinstance(node, cst.List):
+            if type(node) is cst.List:
                 return V(items)
             return sym("ext", "set", tuple(items))
-        if isinstance(node, cst.Dict):
+        if type(node) is cst.Dict:
             out: dict = {}
             for element in node.elements:
                 if isinstance(element, cst.StarredDictElement):
@@ -1232,17 +1296,17 @@ class Engine:
                     return sym("ext", "dict")
                 out[plain(key)] = self._eval(element.value, frame)
             return V(out)
-        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        if type(node) in (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp):
             return self._comprehension(node, frame)
-        if isinstance(node, cst.NamedExpr):
+        if type(node) is cst.NamedExpr:
             value = self._eval(node.value, frame)
             self._assign(node.target, value, frame)
             return value
-        if isinstance(node, cst.Ellipsis):
+        if type(node) is cst.Ellipsis:
             return const(Ellipsis)
-        if isinstance(node, (cst.Await, cst.Yield)):
+        if type(node) in (cst.Await, cst.Yield):
             return sym("ext", type(node).__name__.lower())
-        if isinstance(node, cst.StarredElement):
+        if type(node) is cst.StarredElement:
             return self._eval(node.value, frame)
         return unknown(f"`{type(node).__name__}` is not evaluated")
 
@@ -1521,6 +1585,8 @@ class Engine:
             qualified = f"{data.name}.{name}"
             if qualified in EXTERNAL_CONSTANTS:
                 return const(EXTERNAL_CONSTANTS[qualified])
+            if name == "__dict__" and data.name in EXTERNAL_NAMESPACES:
+                return V({n: sym("ext", f"{data.name}.{n}") for n in EXTERNAL_NAMESPACES[data.name]})
             return sym("ext", qualified)
         if isinstance(data, Phi):
             return merge([self._getattr_or_unknown(o, name, frame, node) for o in data.options], data.why)
@@ -1622,8 +1688,7 @@ class Engine:
 
     def _construct(self, callee: V, args: list[V], kwargs: dict[str, V], frame, node) -> V:
         cls: Class = callee.data
-        instance = Instance(cls, {}, (tuple(args), dict(kwargs)))
-        self.instances.append(instance)
+        instance = self._new_instance(cls, {}, (tuple(args), dict(kwargs)))
         value = V(instance)
         init = cls.lookup("__init__")
         if init is not None and isinstance(init.data, Function):
@@ -1832,12 +1897,15 @@ def merge(values: list[V], why: str) -> V:
 
 
 def _merge_names(scopes: list[dict], why: str) -> dict:
-    names: list[str] = []
-    for scope in scopes:
-        names += [n for n in scope if n not in names]
-    out = {}
-    for name in names:
-        out[name] = merge([scope.get(name, UNBOUND_V) for scope in scopes], why)
+    out = dict(scopes[0])
+    for scope in scopes[1:]:
+        for name in scope:
+            if name not in out:
+                out[name] = UNBOUND_V
+    for name in list(out):
+        first = scopes[0].get(name, UNBOUND_V)
+        values = [scope.get(name, UNBOUND_V) for scope in scopes]
+        out[name] = first if all(v is first for v in values) else merge(values, why)
     return out
 
 
@@ -2065,6 +2133,31 @@ def _identity(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
     return V(Native("identity", lambda a, k, f, n: a[0] if a else const(None)))
 
 
+# Public names of library namespaces that upstream code looks names up in (a spec's loss,
+# activation, optimizer or scheduler name): facts about torch 2.x, so that such a lookup
+# runs exactly, and a name the library lacks fails where the code would.
+TORCH_NN = (
+    "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter", "ParameterList", "ParameterDict", "Identity",
+    "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "Flatten", "Unflatten", "Embedding", "EmbeddingBag",
+    "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "Transformer", "TransformerEncoder",
+    "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention",
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LayerNorm", "GroupNorm", "RMSNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm", "Dropout", "Dropout1d", "Dropout2d",
+    "Dropout3d", "AlphaDropout", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "ZeroPad2d",
+    "ReflectionPad2d", "ReplicationPad2d", "ConstantPad2d", "Upsample", "PixelShuffle",
+    "ReLU", "ReLU6", "LeakyReLU", "PReLU", "RReLU", "SELU", "CELU", "GELU", "SiLU", "Mish", "ELU", "Hardshrink",
+    "Hardsigmoid", "Hardtanh", "Hardswish", "LogSigmoid", "Sigmoid", "Softplus", "Softshrink", "Softsign", "Tanh",
+    "Tanhshrink", "Threshold", "GLU", "Softmin", "Softmax", "Softmax2d", "LogSoftmax",
+    "L1Loss", "MSELoss", "CrossEntropyLoss", "CTCLoss", "NLLLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+    "KLDivLoss", "BCELoss", "BCEWithLogitsLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
+    "MultiLabelMarginLoss", "HuberLoss", "SmoothL1Loss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+    "CosineEmbeddingLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+    "init", "functional", "utils", "parameter", "modules",
+)
+EXTERNAL_NAMESPACES = {"torch.nn": TORCH_NN}
+
 # Library constants configs are written with.
 EXTERNAL_CONSTANTS = {"numpy.nan": math.nan, "numpy.inf": math.inf, "math.inf": math.inf, "math.pi": math.pi,
                       "math.e": math.e, "numpy.pi": math.pi, "numpy.float32": "float32"}
@@ -2086,6 +2179,20 @@ _EXTERNAL_CALLS: dict[str, Callable[[Engine, list[V], dict[str, V]], V]] = {
 # --------------------------------------------------------------------------------------
 # Helpers for readers
 # --------------------------------------------------------------------------------------
+
+
+def _has_star_import(statement: cst.CSTNode) -> bool:
+    """A module-level statement that is, or holds (in if/try bodies), ``from x import *``."""
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return False
+    if isinstance(statement, cst.SimpleStatementLine):
+        return any(isinstance(s, cst.ImportFrom) and isinstance(s.names, cst.ImportStar) for s in statement.body)
+    for child in _walk(statement):
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(child, cst.ImportFrom) and isinstance(child.names, cst.ImportStar):
+            return True
+    return False
 
 
 def _top_bindings(statement: cst.CSTNode) -> set[str]:

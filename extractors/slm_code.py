@@ -25,7 +25,7 @@ import libcst.matchers as m
 from brax_diff.errors import SourceError
 from brax_diff.sources import Snapshot
 
-from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal
+from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal, parse_file
 
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 POLICY_UTIL = "slm_lab/agent/algorithm/policy_util.py"
@@ -77,7 +77,7 @@ class SourceTree:
     def module(self, path: str) -> PyModule | None:
         if path not in self._modules:
             try:
-                self._modules[path] = PyModule(self.snapshot.read(path), path)
+                self._modules[path] = parse_file(self.snapshot, path)  # shared with the engine's runs
             except (SourceError, SyntaxError):
                 self._modules[path] = None
         return self._modules[path]
