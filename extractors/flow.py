@@ -543,6 +543,7 @@ class Engine:
         self.journal: dict | None = None
         self.journal_floor = 0  # objects made from here on belong to the current path
         self._codes: dict[int, str] = {}
+        self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
         self._strings: dict[int, Any] = {}
         self.builtins = _builtins(self)
@@ -856,7 +857,16 @@ class Engine:
         for alias in node.names:
             name = dotted_name(alias.name) or ""
             bound = alias.asname.name.value if alias.asname is not None else name
-            self._set(bound, self._from_import(base, name), frame)
+            value = self._from_import(base, name)
+            if frame.function is not None and isinstance(value.data, Lazy):
+                value = value.data.resolve()  # an import in a function runs when the function does
+                module = self._module(base)
+                if isinstance(value.data, Unknown) and module is not None and module.source is not None and \
+                        "__getattr__" not in module.bindings and \
+                        not any(not isinstance(star.data, Module) for star in module.stars):
+                    raise Raised("ImportError", f"cannot import name {name!r} from {base} ({module.path})",
+                                 self.where(frame.module, node))
+            self._set(bound, value, frame)
 
     def _raise(self, node: cst.Raise, frame: Frame) -> None:
         kind = "exception"
@@ -867,6 +877,8 @@ class Engine:
             kind = (dotted_name(callee) or "exception").rsplit(".", 1)[-1]
             if isinstance(exc, cst.Call) and exc.args:
                 message = self._message(exc.args[0].value, frame)
+        if self.handling:  # raised while handling another: say what that was
+            message = (message + "; " if message else "") + f"while handling: {self.handling[-1].message}"
         raise Raised(kind, f"raise {kind}" + (f": {message}" if message else ""), self.where(frame.module, node))
 
     def _message(self, node: cst.CSTNode, frame: Frame) -> str:
@@ -1023,7 +1035,11 @@ class Engine:
                     if self._handles(handler, error, frame):
                         if handler.name is not None:
                             self._assign(handler.name.name, sym("ext", error.kind), frame)
-                        self._block(self._body(handler), frame)
+                        self.handling.append(error)
+                        try:
+                            self._block(self._body(handler), frame)
+                        finally:
+                            self.handling.pop()
                         break
                 else:
                     raise

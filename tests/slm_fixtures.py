@@ -433,8 +433,15 @@ class NoOpLRScheduler:
         self.optim = optim
 
 
+def get_nn_name(uncased_name):
+    for nn_name in nn.__dict__:
+        if uncased_name.lower() == nn_name.lower():
+            return nn_name
+    raise ValueError(f"Name {uncased_name} not found in torch.nn")
+
+
 def get_loss_fn(cls, loss_spec):
-    LossClass = getattr(nn, loss_spec["name"])
+    LossClass = getattr(nn, get_nn_name(loss_spec["name"]))
     loss_kwargs = {k: v for k, v in loss_spec.items() if k != "name"}
     return LossClass(**loss_kwargs)
 
