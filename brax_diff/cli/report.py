@@ -1,7 +1,7 @@
 """`brax-diff report` (the comparison report) and `brax-diff rules` (the rule table).
 
 Both only parse flags, call the library (``brax_diff.render``, ``brax_diff.rules``) and
-print. Exit codes: 0 done; 1 ``--check`` found stale files or ``--fail-on`` found a
+print. Exit codes: 0 done; 1 ``--check`` found stale files, ``--strict`` found an unknown key, or ``--fail-on`` found a
 difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 """
 
@@ -96,6 +96,8 @@ def report_command(
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
                                           "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a compared key is unknown on either side "
+                                "(the code's shape at a ref is not read)."),
     verification: Optional[str] = typer.Option(None, "--verification",
                                                help="A verify.json from `brax-diff verify`: its verdicts join "
                                                "the report."),
@@ -143,6 +145,7 @@ def report_command(
     rendered: list[tuple[Path | None, str]] = []
     models: dict[Path | None, dict] = {}
     failing: list[str] = []
+    unknown: list[str] = []
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
@@ -164,6 +167,8 @@ def report_command(
             models[path] = model
         if threshold:
             failing += [f"{scope.name}: {d['key']} ({d['severity']})" for d in worst_at_or_above(model, threshold)]
+        if strict:
+            unknown += [f"{scope.name}: {d['key']}" for d in model["differences"] if d["status"] == "unknown"]
 
     err = stderr_console()
     if check:
@@ -187,6 +192,9 @@ def report_command(
                 err.print(f"wrote {path}")
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+    if unknown:
+        raise CheckFailed(f"--strict: {len(unknown)} compared key(s) unknown: " + "; ".join(unknown[:8])
+                          + ("; ..." if len(unknown) > 8 else ""))
 
 
 def _read_verification(path: str) -> dict:
