@@ -374,7 +374,7 @@ class _Derivation:
         """The multiplier on data.reward in the rewards compute_ppo_loss passes to compute_gae."""
         keys = ("reward_scale", "reward_scale_site")
         _, calls = self.loss_run(keys)
-        gae = [c for c in calls if flow.short_name(c.callee) == "compute_gae"]
+        gae = [c for c in calls if c.name == "compute_gae"]
         if not gae:
             raise PatternNotFound(keys, LOSSES, "compute_gae() is not called in compute_ppo_loss()")
         rewards = self.run_.argument(gae[0], "rewards", 2)
@@ -455,7 +455,7 @@ class _Derivation:
         loss = self.loss_scope()
         frame, calls = self.loss_run(keys)
         v_loss = self.loss_local("v_loss", keys)
-        quantile = [c.result for c in calls if flow.short_name(c.callee) == "quantile_huber_loss"]
+        quantile = [c.result for c in calls if c.name == "quantile_huber_loss"]
         parts = flow.linear(v_loss)
         form, why = value_loss_form(parts.atoms, quantile)
         where = tuple(sorted(parts.lines))
@@ -682,7 +682,7 @@ class _Derivation:
         _, calls = self.loss_run(keys)
         found = []
         for record in calls:
-            if flow.short_name(record.callee) != "clip" or len(record.args) < 3:
+            if record.name != "clip" or len(record.args) < 3:
                 continue
             low, high = record.args[1], record.args[2]
             if flow.is_const(low) and flow.is_const(high):

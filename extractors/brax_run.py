@@ -127,7 +127,7 @@ class TrainRun:
         return None if frame is None else self.engine.eval_in(frame, node)
 
     def records(self, name: str) -> list[CallRecord]:
-        return [c for c in self.calls if short_name(c.callee) == name]
+        return [c for c in self.calls if c.name == name]
 
     def at(self, record: CallRecord) -> Provenance:
         return self.snapshot.where(record.path, record.line)

@@ -440,6 +440,7 @@ class CallRecord:
     line: int
     result: V
     node: cst.Call
+    name: str = ""  # the name the call site uses (``net.train_step(...)``: train_step), or the callee's
 
 
 class Frame:
@@ -1656,10 +1657,11 @@ class Engine:
 
     def _record(self, callee, args, kwargs, frame, node, result: V) -> V:
         if self.watch:
-            name = short_name(callee)
-            if name in self.watch:
+            written = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+            name = written if written in self.watch else short_name(callee)
+            if name in self.watch:  # a decorated method is still called by the name it is written with
                 self.calls.append(CallRecord(callee, tuple(args), dict(kwargs), frame.module.path,
-                                             self._line(frame, node), result, node))
+                                             self._line(frame, node), result, node, name))
         return result
 
     def _call_method(self, obj: V, name: str, args: list[V], frame, node) -> V:

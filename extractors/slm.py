@@ -255,9 +255,9 @@ class _VariantFacts:
         for error in env_failures[:1]:
             self.cannot_train(f"make_env(spec) stops: {error.message}", error.where)
         if self.run.is_playground():
-            builders = [c for c in env_calls if flow.short_name(c.callee) in ("make", "make_vec") and c.args
+            builders = [c for c in env_calls if c.name in ("make", "make_vec") and c.args
                         and isinstance(c.args[0].data, str) and c.args[0].data.startswith("playground/")]
-            built = [c for c in env_calls if flow.short_name(c.callee) == "PlaygroundVecEnv"]
+            built = [c for c in env_calls if c.name == "PlaygroundVecEnv"]
             if builders and not built:
                 self.cannot_train(f"make_env has no builder for playground/ envs at this ref: it calls "
                                   f"gymnasium.{flow.short_name(builders[0].callee)}({builders[0].args[0].data!r}), "
@@ -279,7 +279,7 @@ class _VariantFacts:
     def _repack(self, records) -> None:
         """``venv_pack(x, num_envs)`` views each minibatch as (-1, num_envs) rows: a
         minibatch of a size num_envs does not divide cannot be re-packed."""
-        packs = [r for r in records if flow.short_name(r.callee) == "venv_pack" and len(r.args) >= 2
+        packs = [r for r in records if r.name == "venv_pack" and len(r.args) >= 2
                  and flow.is_const(r.args[1]) and isinstance(r.args[1].data, int)]
         minibatch = self.run.attr("minibatch_size")
         horizon = self.run.attr("time_horizon")
@@ -527,14 +527,14 @@ class _VariantFacts:
         """(loss term, record) for every term of a loss train() hands to a net's train_step
         that is made from what calc_val_loss returned."""
         records, _ = self.run.train()
-        results = [r.result for r in records if flow.short_name(r.callee) == "calc_val_loss"]
+        results = [r.result for r in records if r.name == "calc_val_loss"]
         found = []
         for record in records:
             callee = record.callee.data
-            if flow.short_name(record.callee) != "train_step":
+            if record.name != "train_step":
                 continue
             args = list(record.args)
-            if isinstance(callee, flow.Function) and args and not isinstance(callee, flow.Bound):
+            if isinstance(callee, flow.Function) and args:  # called unbound: self is the first argument
                 params = [p.name.value for p in callee.node.params.params]
                 if params[:1] == ["self"]:
                     args = args[1:]
@@ -597,7 +597,7 @@ class _VariantFacts:
         records, _ = self.run.train()
         found = {}
         for record in records:
-            if flow.short_name(record.callee) != "clamp":
+            if record.name != "clamp":
                 continue
             low = record.args[1] if len(record.args) > 1 else record.kwargs.get("min")
             high = record.args[2] if len(record.args) > 2 else record.kwargs.get("max")
