@@ -92,7 +92,7 @@ def cause_of(reason: str) -> str:
     text = re.sub(r"(\.py|\.yaml):\d+", r"\1:N", text)
     text = re.sub(r"(?<![\w.])\d+(\.\d+)?(e-?\d+)?(?![\w.])", "N", text)
     text = re.sub(r" at \S+$", "", text.strip())
-    return text[:160]
+    return text[:200]
 
 
 def unknowns(extraction) -> list[tuple[str, str, bool]]:
@@ -209,16 +209,19 @@ def summarize(outcomes: list[Outcome], commits: dict, read: dict, heads: dict, s
         items = by_side.get(side, [])
         causes = collections.Counter()
         keys_of = collections.defaultdict(set)
+        example: dict[str, str] = {}
         for outcome in items:
             for key, cause, _ in outcome.unknown:
                 causes[cause] += 1
                 keys_of[cause].add(key)
+                example.setdefault(cause, f"{outcome.sha[:8]} {outcome.scope}")
         lines += [f"## {side}: unknown keys by cause", ""]
         if causes:
-            lines += ["| unknown keys | cause | keys |", "| ---: | --- | --- |"]
+            lines += ["| unknown keys | cause | keys | e.g. |", "| ---: | --- | --- | --- |"]
             for cause, count in sorted(causes.items(), key=lambda c: (-c[1], c[0])):
                 shown = ", ".join(f"`{k}`" for k in sorted(keys_of[cause])[:8])
-                lines.append(f"| {count} | {cause.replace('|', '/')} | {shown} |")
+                more = f" (+{len(keys_of[cause]) - 8})" if len(keys_of[cause]) > 8 else ""
+                lines.append(f"| {count} | {cause.replace('|', '/')} | {shown}{more} | `{example[cause]}` |")
         else:
             lines.append("None.")
         crashes = [o for o in items if o.status == "crash"]
@@ -229,14 +232,20 @@ def summarize(outcomes: list[Outcome], commits: dict, read: dict, heads: dict, s
             lines += ["", "Input errors (a file or spec the commit does not have):", ""]
             lines += [f"- {count} x {cause}" for cause, count in sorted(errors.items(), key=lambda c: -c[1])]
         if side == "slm":
-            blocked = collections.Counter(o.blocked for o in items if o.status == "ok" and o.blocked)
+            blocked = collections.Counter()
+            first: dict[str, str] = {}
+            for o in items:
+                if o.status == "ok" and o.blocked:
+                    cause = re.sub(r"'playground/[^']*'", "'playground/ENV'", o.blocked)
+                    blocked[cause] += 1
+                    first.setdefault(cause, f"{o.sha[:8]} {o.scope}")
             total = sum(o.status == "ok" for o in items)
             lines += ["", f"### slm: can each variant train? {total - sum(blocked.values())} of {total} "
                           "extractions train", ""]
             if blocked:
-                lines += ["| variants | why not |", "| ---: | --- |"]
+                lines += ["| variants | why not | e.g. |", "| ---: | --- | --- |"]
                 for cause, count in sorted(blocked.items(), key=lambda c: (-c[1], c[0])):
-                    lines.append(f"| {count} | {cause.replace('|', '/')} |")
+                    lines.append(f"| {count} | {cause.replace('|', '/')} | `{first[cause]}` |")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -161,17 +161,40 @@ class _Derivation:
         self.findings: list[Finding] = []
         self._loss: Scope | None = None
 
+    # The keys each step gives, so that a step stopped by a shape it does not find leaves every
+    # key it would have given unknown, with that reason (never silently absent).
+    STEP_KEYS = {
+        "_collection": ("num_envs", "unrolls_per_update", "unroll_length"),
+        "_epochs_and_minibatches": ("minibatches_per_epoch", "epochs_per_update"),
+        "_derived_batch": ("transitions_per_update", "minibatch_transitions", "gradient_steps_per_update"),
+        "_gae": ("gae_horizon",),
+        "_reward": ("reward_scale", "reward_scale_site"),
+        "_observations": ("obs_normalization", "obs_norm_method", "obs_norm_std_eps", "obs_clip"),
+        "_value": ("value_loss", "value_loss_coef", "value_clipping", "value_target_normalization",
+                   "bootstrap_on_timeout"),
+        "_advantages": ("gae_lambda", "discount", "advantage_normalization", "advantage_normalization_scope"),
+        "_optimizer": ("learning_rate", "adam_eps", "lr_schedule", "lr_final_factor", "max_grad_norm"),
+        "_entropy": ("entropy_coef", "entropy_schedule", "entropy_coef_final"),
+        "_policy_distribution": ("action_distribution", "std_state_dependent", "std_transform", "std_min",
+                                 "std_max"),
+        "_architecture": ("policy_hidden_layers", "value_hidden_layers", "activation", "shared_network",
+                          "kernel_init"),
+        "_clip": ("clip_epsilon", "clip_epsilon_schedule", "clip_epsilon_final"),
+    }
+
     def run(self) -> None:
-        steps: list[Callable[[], None]] = [
-            self._collection, self._epochs_and_minibatches, self._derived_batch, self._gae,
-            self._reward, self._observations, self._value, self._advantages, self._optimizer,
-            self._entropy, self._policy_distribution, self._architecture, self._clip,
-        ]
-        for step in steps:
+        for name, keys in self.STEP_KEYS.items():
             try:
-                step()
+                getattr(self, name)()
             except PatternNotFound as error:
                 self.unknown(error)
+                rest = tuple(k for k in keys if k not in self.facts)
+                if rest:
+                    self.unknown(PatternNotFound(rest, error.path, f"not read: {error.what}"))
+            except (TypeError, ValueError, ArithmeticError) as error:  # a value of an unexpected kind
+                rest = tuple(k for k in keys if k not in self.facts)
+                self.unknown(PatternNotFound(rest or keys, TRAIN, f"{name.strip('_')}: cannot use the values read "
+                                                                 f"({type(error).__name__}: {error})"))
         self._train_failures()
 
     def unknown(self, error: PatternNotFound) -> None:

@@ -335,8 +335,11 @@ class _VariantFacts:
         minibatch, minibatch_at, _ = self.algo("minibatch_size")
         epochs, epochs_at, epochs_note = self.algo("training_epoch")
         if not isinstance(horizon, int) or not isinstance(minibatch, int):
-            self.find("missing_setting", "WARNING", "time_horizon or minibatch_size is not an integer "
-                      "(absent with no default?); batch facts skipped", (self.at_spec("agent.algorithm"),))
+            why = "time_horizon or minibatch_size is not an integer (absent with no default?)"
+            for key in ("unroll_length", "gae_horizon", "unrolls_per_update", "transitions_per_update",
+                        "minibatch_transitions", "minibatches_per_epoch", "gradient_steps_per_update",
+                        "epochs_per_update"):
+                self.unknown(key, why, (self.at_spec("agent.algorithm"),), kind="missing_setting")
             return
         eff_h, eff_mb, trigger = horizon, minibatch, None
         guard_at: dict[str, list[Provenance]] = {}
@@ -425,6 +428,9 @@ class _VariantFacts:
         if env_code.obs_eps is not None:
             self.add("obs_norm_std_eps", env_code.obs_eps.value, self.at_code(env_code.obs_eps),
                      "added to the variance before the square root")
+        else:
+            self.unknown("obs_norm_std_eps", f"TorchNormalizeObservation.__init__(epsilon=...) not found in "
+                                             f"{code.ENV_WRAPPERS} at {self.snapshot.ref}")
         if env_code.obs_norm_gpu is not None:
             clip_at = [self.at_code(env_code.obs_norm_gpu)]
             note = "GPU path (device auto -> cuda): TorchNormalizeObservation, no clip"
@@ -436,6 +442,9 @@ class _VariantFacts:
             clip_value, clip_src, clip_note = self.setting("env.clip_obs", env_code.keys.get("clip_obs"))
             self.add("obs_clip", 10.0 if clip_value is None else float(clip_value),
                      [clip_src, self.at_code(env_code.obs_clip_cpu)], clip_note)
+        else:
+            self.unknown("obs_clip", f"no ClipObservation in the playground builder of {code.ENV_INIT}, and no GPU "
+                                     "normalizer that does not clip")
 
     def _reward_scale(self) -> None:
         """The constant between the simulator's reward and the agent, read down the wrapper
@@ -465,10 +474,14 @@ class _VariantFacts:
     def _value_and_advantages(self) -> None:
         gamma, gamma_at, gamma_note = self.algo("gamma")
         lam, lam_at, lam_note = self.algo("lam")
-        if gamma is not None:
-            self.add("discount", float(gamma), gamma_at, gamma_note)
-        if lam is not None:
-            self.add("gae_lambda", float(lam), lam_at, lam_note)
+        for key, (value, at, note) in (("discount", (gamma, gamma_at, gamma_note)),
+                                       ("gae_lambda", (lam, lam_at, lam_note))):
+            spec_key = "gamma" if key == "discount" else "lam"
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.add(key, float(value), at, note)
+            else:
+                self.unknown(key, f"agent.algorithm.{spec_key} is {value!r} and the algorithm sets no default",
+                             [at], kind="missing_setting")
         gae = self.tree.ask(code.read_gae)
         if gae is None or gae.value is None:
             self.missing_pattern("calc_gaes", code.MATH_UTIL, "bootstrap_on_timeout")
@@ -708,6 +721,8 @@ class _VariantFacts:
             self.add("std_transform", "clamped_exp", self.at_code(clamp), note)
             if lo is not None:
                 self.add("std_min", math.exp(lo), self.at_code(clamp), f"exp({lo})")
+            else:
+                self.add("std_min", 0.0, self.at_code(clamp), "no lower clamp: exp of the log-std, > 0")
             self.add("std_max", math.exp(hi) if hi is not None else None, self.at_code(clamp),
                      f"exp({hi})" if hi is not None else "no upper clamp")
 
@@ -850,11 +865,15 @@ class _VariantFacts:
                      "spec: agent.net.optim_spec.lr")
         elif optim_name == "Adam":
             self.add("learning_rate", TORCH_ADAM_LR, optim_at, "torch.optim.Adam default lr")
+        else:
+            self.unknown("learning_rate", f"optim_spec sets no lr and {optim_name}'s default is not known here")
         if "eps" in optim:
             self.add("adam_eps", float(optim["eps"]), self.at_spec("agent.net.optim_spec.eps"),
                      "spec: agent.net.optim_spec.eps")
         elif optim_name == "Adam":
             self.add("adam_eps", TORCH_ADAM_EPS, optim_at, "torch.optim.Adam default eps (spec sets none)")
+        else:
+            self.unknown("adam_eps", f"the optimizer is {optim_name}, not Adam, and optim_spec sets no eps")
         self._lr_schedule(net_setting)
 
     def _lr_schedule(self, net_setting) -> None:
@@ -894,11 +913,16 @@ class _VariantFacts:
                      "over frame / (training_frequency x num_envs) updates")
             if final is not None:
                 self.add("lr_final_factor", float(final), final_at, final_note)
+            else:
+                self.unknown("lr_final_factor", f"the {name} branch of get_lr_scheduler has no final factor the "
+                                                "extractor reads", final_at)
             return
         if name in code.TORCH_LR_SCHEDULERS and schedulers.fallback_line:
             self.add("lr_schedule", "other", [name_at, self.snapshot.where(schedulers.path,
                                                                            schedulers.fallback_line)],
                      f"spec: agent.net.lr_scheduler_spec.name; torch.optim.lr_scheduler.{name}")
+            self.unknown("lr_final_factor", f"torch.optim.lr_scheduler.{name}: its final factor depends on its "
+                                            "arguments, which the extractor does not evaluate", [name_at])
             return
         fallback = self.snapshot.where(schedulers.path, schedulers.fallback_line or 1)
         self.find("spec_code_mismatch", "ERROR",
