@@ -35,9 +35,9 @@ from brax_diff.vocabulary import canonical_activation
 
 from . import flow
 from .brax_run import TrainRun
-from .brax_scope import (IndexedModule, PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
+from .brax_scope import (PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
                          first_positional, last_identifier, plain)
-from .pyast import Code, NotLiteral, PyModule, call_kwargs, dotted_name, parse_file
+from .pyast import Code, PyModule, call_kwargs, dotted_name, parse_file
 from .value_loss import value_loss_form
 
 # The Brax files read, relative to the repository root.
@@ -786,10 +786,3 @@ def _products_with(node: cst.CSTNode, name: str) -> list[cst.BinaryOperation]:
                 if isinstance(side, cst.Name) and side.value == name:
                     out.append(child)
     return out
-
-
-def _product_factors(expr: cst.CSTNode) -> list[cst.CSTNode]:
-    """``a * b * (c)`` -> [a, b, c]; anything else is one factor."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return _product_factors(expr.left) + _product_factors(expr.right)
-    return [expr]

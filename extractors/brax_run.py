@@ -19,8 +19,7 @@ import libcst as cst
 from brax_diff.facts import Provenance
 
 from .brax_scope import Code, Scope, Setting
-from .flow import (CallRecord, Engine, Frame, Function, Loader, Partial, Raised, V, const, is_const, plain,
-                   short_name, sym)
+from .flow import CallRecord, Engine, Frame, Function, Loader, Partial, Raised, V, const, is_const, plain, sym
 from .pyast import call_kwargs
 
 TRAIN_MODULE = "brax.training.agents.ppo.train"

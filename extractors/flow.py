@@ -637,14 +637,6 @@ class Engine:
             found = self._wheres[key] = self.loader.where(module.path, module.source.line(node))
         return found
 
-    def fork(self):
-        """A snapshot of every instance's attributes, to restore after a trial run."""
-        return [(inst, dict(inst.attrs)) for inst in self.instances]
-
-    def restore(self, saved) -> None:
-        for inst, attrs in saved:
-            inst.attrs = dict(attrs)
-
     # -- modules -------------------------------------------------------------------------
     def _module(self, dotted: str) -> Module | None:
         if dotted in self.modules:

@@ -47,10 +47,8 @@ FAMILIES = ("dm_control", "locomotion", "manipulation")
 
 # Spec names -> canonical enum values.
 DISTRIBUTIONS = {"Normal": "normal", "NormalTanh": "tanh_normal", "TanhNormal": "tanh_normal"}
-VALUE_LOSSES = {"MSELoss": "mse", "SmoothL1Loss": "huber", "HuberLoss": "huber"}
 KERNEL_INITS = {"orthogonal_": "orthogonal", "xavier_uniform_": "xavier_uniform",
                 "kaiming_uniform_": "kaiming_uniform", "lecun_uniform_": "lecun_uniform"}
-VAR_SCHEDULES = {"no_decay": "constant", "linear_decay": "linear_decay"}
 LINEAR_SCHEDULERS = {"LinearToZero": 0.0}  # name -> final factor; LinearToMin reads min_factor
 LAYER_NAMES = ("LazyLinear", "Linear")
 # Parts of a variant SLM-Lab indexes as dicts: not being one is bad input, not a finding.
