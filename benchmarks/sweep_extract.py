@@ -87,6 +87,7 @@ def touching(repo: str, paths: list[str]) -> list[str]:
 def cause_of(reason: str) -> str:
     """An unknown's reason without what varies between commits (shas, lines, numbers)."""
     text = reason.split(": ", 1)[1] if re.match(r"^[a-z_]+: ", reason) else reason
+    text = re.sub(r"'playground/[^']*'", "'playground/ENV'", text)
     text = re.sub(r"\b[0-9a-f]{7,40}\b", "<sha>", text)
     text = re.sub(r"\(slm [^)]*\)|\(brax [^)]*\)", "", text)
     text = re.sub(r"(\.py|\.yaml):\d+", r"\1:N", text)
@@ -236,7 +237,7 @@ def summarize(outcomes: list[Outcome], commits: dict, read: dict, heads: dict, s
             first: dict[str, str] = {}
             for o in items:
                 if o.status == "ok" and o.blocked:
-                    cause = re.sub(r"'playground/[^']*'", "'playground/ENV'", o.blocked)
+                    cause = o.blocked
                     blocked[cause] += 1
                     first.setdefault(cause, f"{o.sha[:8]} {o.scope}")
             total = sum(o.status == "ok" for o in items)

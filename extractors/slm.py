@@ -279,6 +279,8 @@ class _VariantFacts:
         minibatch of a size num_envs does not divide cannot be re-packed."""
         packs = [r for r in records if r.name == "venv_pack" and len(r.args) >= 2
                  and flow.is_const(r.args[1]) and isinstance(r.args[1].data, int)]
+        own = self.algorithm.path if self.algorithm else None
+        packs.sort(key=lambda r: r.path != own)  # the re-pack in the algorithm's own minibatch loop first
         minibatch = self.run.attr("minibatch_size")
         horizon = self.run.attr("time_horizon")
         if not packs or minibatch is None or horizon is None or not (flow.is_const(minibatch) and
