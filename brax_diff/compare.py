@@ -15,7 +15,9 @@ from typing import Any, Iterable
 from .facts import Extraction, Fact, format_value
 from .vocabulary import KEYS, TOPICS
 
-STATUSES = ("match", "differs", "missing_brax", "missing_slm")
+# "unknown": a side's extractor could not read the key at its ref (the fact says why): never
+# a match, never a difference with a fix.
+STATUSES = ("match", "differs", "unknown", "missing_brax", "missing_slm")
 
 # Relative tolerance for floats: tight enough that 0.995 and 0.99 differ, loose enough
 # that 1e-3 and 0.001 (or 0.1 + 0.2 and 0.3) are one value.
@@ -107,8 +109,19 @@ def _differs_reason(brax: Any, slm: Any) -> str:
     return text
 
 
+def _unknown_reason(brax: Fact, slm: Fact) -> str:
+    parts = [f"unknown on {SIDE_NAMES[side]}: {fact.unknown}" for side, fact in (("brax", brax), ("slm", slm))
+             if fact.is_unknown]
+    return "; ".join(parts)
+
+
 def pair(key: str, brax: Fact | None, slm: Fact | None, brax_x: Extraction, slm_x: Extraction) -> Difference:
     topic = KEYS[key].topic if key in KEYS else ""
+    if (brax is not None and brax.is_unknown) or (slm is not None and slm.is_unknown):
+        if brax is not None and slm is not None:
+            return Difference(key, topic, "unknown", brax, slm, _unknown_reason(brax, slm))
+        known = brax if brax is not None else slm
+        return Difference(key, topic, "unknown", brax, slm, f"unknown: {known.unknown}")
     if brax is None:
         return Difference(key, topic, "missing_brax", None, slm, _missing_reason(brax_x, key))
     if slm is None:

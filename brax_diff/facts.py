@@ -10,6 +10,10 @@ form is the tool's machine contract::
      "facts": {KEY: {"value": V, "provenance": [{"repo", "commit", "path", "line"}]}},
      "findings": [{"kind", "severity", "message", "provenance": [...]}]}
 
+Every canonical key of the side's vocabulary is in ``facts``: a key the code's shape does
+not let the extractor read is ``{"value": null, "unknown": "<why>"}``, and a finding
+(``pattern_not_found`` or more precise) with that ``key`` names the file, function and ref.
+
 Everything here is plain data: JSON-native values, sorted on output, no timestamps
 other than the commit dates of the inputs.
 """
@@ -75,10 +79,17 @@ class Fact:
     provenance: tuple[Provenance, ...] = ()
     note: str | None = None
     declared: JSONValue = None
+    unknown: str | None = None  # why the value cannot be read; the value is then None
 
     def __post_init__(self) -> None:
+        if self.unknown is not None:
+            object.__setattr__(self, "value", None)
         object.__setattr__(self, "value", normalize_value(self.value))
         object.__setattr__(self, "provenance", _sorted_provenance(self.provenance))
+
+    @property
+    def is_unknown(self) -> bool:
+        return self.unknown is not None
 
     def to_json(self) -> dict:
         out: dict = {"value": self.value, "provenance": [p.to_json() for p in self.provenance]}
@@ -86,6 +97,8 @@ class Fact:
             out["note"] = self.note
         if self.declared is not None:
             out["declared"] = normalize_value(self.declared)
+        if self.unknown is not None:
+            out["unknown"] = self.unknown
         return out
 
     @classmethod
@@ -96,6 +109,7 @@ class Fact:
             provenance=tuple(Provenance.from_json(p) for p in data.get("provenance", [])),
             note=data.get("note"),
             declared=data.get("declared"),
+            unknown=data.get("unknown"),
         )
 
 
@@ -187,6 +201,29 @@ class Extraction:
     def value(self, key: str, default: JSONValue = None) -> JSONValue:
         fact = self.facts.get(key)
         return default if fact is None else fact.value
+
+    def unknown(self, key: str, why: str, finding: Finding, provenance: Iterable[Provenance] = ()) -> None:
+        """Record that ``key`` cannot be read: a null fact saying why, and the finding."""
+        self.facts[key] = Fact(key, None, tuple(provenance), unknown=why)
+        self.find(finding)
+
+    def unknown_keys(self) -> list[str]:
+        return sorted(k for k, f in self.facts.items() if f.is_unknown)
+
+    def complete(self, keys: Iterable[str], where: str) -> None:
+        """Every key in ``keys`` gets a fact: a key no reader gave a value stays explicit,
+        ``value: null`` with why, and a ``pattern_not_found`` finding naming ``where``.
+
+        A key a finding already explains (its ``key``) takes that finding's message."""
+        for key in keys:
+            if key in self.facts:
+                continue
+            explained = sorted((f for f in self.findings if f.key == key), key=Finding.sort_key)
+            if explained:
+                self.facts[key] = Fact(key, None, explained[0].provenance, unknown=explained[0].message)
+                continue
+            why = f"{key}: no reader gave a value ({where})"
+            self.unknown(key, why, Finding("pattern_not_found", "WARNING", why, (), key))
 
     def to_json(self) -> dict:
         return {

@@ -108,6 +108,8 @@ def link_definitions(text: str, model: dict) -> str:
 def fact_cell(fact: dict | None) -> str:
     if fact is None:
         return "—"
+    if fact.get("unknown"):
+        return "**unknown**"
     out = linked(fact["value"], fact.get("provenance"))
     if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
         out += f" (declared `{md_cell(format_value(fact['declared']))}`)"
@@ -150,8 +152,9 @@ def _findings(brax: Extraction, slm: Extraction) -> list[dict]:
 def _summary(classified: list[Classified]) -> dict:
     counts = {s: 0 for s in SEVERITIES}
     counts["match"] = 0
+    counts["unknown"] = 0
     for c in classified:
-        counts[c.severity or "match"] += 1
+        counts["unknown" if c.status == "unknown" else (c.severity or "match")] += 1
     return counts
 
 

@@ -91,7 +91,8 @@ class Predicate:
 
 def _values(ctx: Context) -> tuple[Any, Any, bool]:
     d = ctx.difference
-    return d.brax_value, d.slm_value, d.brax is not None and d.slm is not None
+    known = d.brax is not None and d.slm is not None and not d.brax.is_unknown and not d.slm.is_unknown
+    return d.brax_value, d.slm_value, known
 
 
 def _numbers(ctx: Context) -> tuple[float, float] | None:
@@ -140,7 +141,7 @@ def _ratio_at_least(threshold: float, complement: bool = False) -> Callable[[Con
 # Nullary predicates, written as a bare name.
 _NULLARY: dict[str, tuple[Callable[[Context], bool], str]] = {
     "equal": (lambda c: c.difference.status == "match", "the values are equal"),
-    "differs": (lambda c: c.difference.status != "match", "the values differ (or one is missing)"),
+    "differs": (lambda c: c.difference.status not in ("match", "unknown"), "the values differ (or one is missing)"),
     "missing": (lambda c: c.difference.status.startswith("missing"), "one side has no value"),
     "brax_missing": (lambda c: c.difference.status == "missing_brax", "Brax has no value"),
     "slm_missing": (lambda c: c.difference.status == "missing_slm", "SLM-Lab has no value"),
@@ -182,13 +183,13 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
         side = name.split("_")[0]
         def test(ctx: Context, side=side, arg=arg) -> bool:
             fact = getattr(ctx.difference, side)
-            return fact is not None and values_equal(fact.value, arg)
+            return fact is not None and not fact.is_unknown and values_equal(fact.value, arg)
         return Predicate(test, f"{_side(side)} is {_show(arg)}")
     if name in ("brax_in", "slm_in"):
         side, choices = name.split("_")[0], _list_arg(name, arg, where)
         def test(ctx: Context, side=side, choices=choices) -> bool:
             fact = getattr(ctx.difference, side)
-            return fact is not None and any(values_equal(fact.value, c) for c in choices)
+            return fact is not None and not fact.is_unknown and any(values_equal(fact.value, c) for c in choices)
         return Predicate(test, f"{_side(side)} is one of {', '.join(_show(c) for c in choices)}")
     if name == "key_in":
         keys = _list_arg(name, arg, where)
@@ -367,8 +368,9 @@ class Rule:
     references: tuple[str, ...]
 
     def severity(self, ctx: Context) -> tuple[str | None, str | None]:
-        """(severity, the case text that decided) for one difference."""
-        if ctx.difference.status == "match":
+        """(severity, the case text that decided) for one difference; a match and an
+        unknown have none (an unknown is neither a difference nor a match)."""
+        if ctx.difference.status in ("match", "unknown"):
             return None, None
         for case in self.cases:
             if case.when(ctx):
@@ -684,7 +686,7 @@ def classify(differences: Iterable[Difference], table: RuleTable) -> list[Classi
         rule = table.rule_for(d.key)
         ctx = Context(d, by_key)
         if rule is None:
-            severity = None if d.status == "match" else DEFAULT_SEVERITY
+            severity = None if d.status in ("match", "unknown") else DEFAULT_SEVERITY
             out.append(Classified(d, severity, because=None if severity is None else "no rule covers this key"))
             continue
         severity, because = rule.severity(ctx)

@@ -66,7 +66,7 @@ _KEYS = (
     Key("obs_clip", "observations", "float", "std units",
         "Normalized observations are clipped to [-obs_clip, obs_clip]; null when not clipped."),
     # -- value function -------------------------------------------------------------
-    Key("value_loss", "value", "enum", "", "Form of the value loss.", ("mse", "huber", "distributional")),
+    Key("value_loss", "value", "enum", "", "Form of the value loss.", ("mse", "l1", "huber", "distributional")),
     Key("value_loss_coef", "value", "float", "",
         "Multiplier on the mean squared value error in the total loss (Brax's `0.5 * vf_loss_coefficient` "
         "counts as the product)."),
@@ -97,6 +97,8 @@ _KEYS = (
     Key("entropy_coef", "entropy", "float", "", "Entropy bonus coefficient (initial value when scheduled)."),
     Key("entropy_schedule", "entropy", "enum", "", "How the entropy coefficient moves.",
         ("constant", "linear_decay", "other")),
+    Key("entropy_coef_final", "entropy", "float", "",
+        "Entropy coefficient at the end of its schedule (entropy_coef when constant)."),
     # -- policy -----------------------------------------------------------------------
     Key("action_distribution", "action_distribution", "enum", "", "The policy's action distribution.",
         ("normal", "tanh_normal")),
@@ -114,7 +116,13 @@ _KEYS = (
         ("lecun_uniform", "orthogonal", "xavier_uniform", "kaiming_uniform", "other")),
     Key("shared_network", "architecture", "bool", "", "Policy and value share a torso."),
     # -- ppo --------------------------------------------------------------------------
-    Key("clip_epsilon", "clip_epsilon", "float", "", "PPO's probability-ratio clip range."),
+    Key("clip_epsilon", "clip_epsilon", "float", "",
+        "PPO's probability-ratio clip range: the ratio is clipped to [1 - eps, 1 + eps] (initial value when "
+        "scheduled)."),
+    Key("clip_epsilon_schedule", "clip_epsilon", "enum", "", "How the clip range moves during training.",
+        ("constant", "linear_decay", "other")),
+    Key("clip_epsilon_final", "clip_epsilon", "float", "",
+        "Clip range at the end of its schedule (clip_epsilon when constant)."),
 )
 
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}

@@ -26,6 +26,7 @@ import difflib
 from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Extraction, Finding
 from brax_diff.sources import Snapshot
+from brax_diff.vocabulary import KEYS
 
 from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
 from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
@@ -119,10 +120,17 @@ class BraxExtractor:
                                     f"signature defaults used"))
         envs = self.environments(family)
         findings += params.dead_branches(envs) + params.unregistered_names(envs)
-        train: Scope = {**self.code.train_defaults(), **config.train}
-        network: Scope = {**self.code.network_defaults(), **(config.network or {})}
         findings += self._unknown_parameters(family, config)
+        train: Scope = {**self.code.train_defaults(), **self._accepted(config.train, TRAIN, "train")}
+        network: Scope = {**self.code.network_defaults(),
+                          **self._accepted(config.network or {}, PPO_NETWORKS, "make_ppo_networks")}
         return self._extract(train, network, family=family, env=env, findings=findings)
+
+    def _accepted(self, scope: Scope, path: str, function: str) -> Scope:
+        """The config keys the Brax function accepts: a key it does not accept is no
+        effective value (the function never sees it; it rejects it with a TypeError)."""
+        accepted = self.code.parameters(path, function)
+        return dict(scope) if accepted is None else {k: v for k, v in scope.items() if k in accepted}
 
     def _unknown_parameters(self, family: str, config: Config) -> list[Finding]:
         """Config keys the Brax function at this ref does not accept (a TypeError upstream)."""
@@ -135,7 +143,8 @@ class BraxExtractor:
             for name in sorted(set(scope) - accepted):
                 out.append(Finding("unknown_parameter", "WARNING",
                                    f"{family} config sets {name!r}, which {function}() at brax "
-                                   f"{self.brax.ref} does not accept",
+                                   f"{self.brax.ref} does not accept: not an effective value (passing it "
+                                   f"raises TypeError); the key's value is read without it",
                                    scope[name].provenance))
         return out
 
@@ -145,9 +154,10 @@ class BraxExtractor:
         if self.playground is not None:
             sources["playground"] = self.playground.info()
         extraction = Extraction(side="brax", sources=sources, scope={"family": family, "env": env})
-        facts, derived_findings = self.code.facts(train, network)
+        facts, derived_findings = self.code.facts(train, network, "defaults" if family is None else "config")
         for fact in facts:
             extraction.add(fact)
         for finding in findings + derived_findings:
             extraction.find(finding)
+        extraction.complete(KEYS, f"brax {self.brax.ref} ({self.brax.sha[:12]})")
         return extraction

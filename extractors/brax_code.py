@@ -13,8 +13,13 @@ trusting parameter names:
   the std parametrisation, layers, activation and initializer;
 - ``running_statistics`` gives observation normalization details.
 
-When a shape relied on is absent, the affected keys are skipped and a
-``pattern_not_found`` finding names the key, file and ref.
+``train()`` itself and the loss it binds are run by the data-flow engine
+(:mod:`extractors.brax_run`): the scan lengths, the value-loss coefficient, the reward
+multiplier and the clip range are what the arithmetic on the path computes, after any
+reassignment inside ``train()``.
+
+When a shape relied on is absent, the affected keys are ``value: null`` with ``unknown``
+saying why, and a ``pattern_not_found`` finding names the key, file, function and ref.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from brax_diff.facts import Fact, Finding, Provenance
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import canonical_activation
 
-from .brax_scope import (IndexedModule, PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
+from . import flow
+from .brax_run import TrainRun
+from .brax_scope import (PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
                          first_positional, last_identifier, plain)
-from .pyast import Code, NotLiteral, PyModule, call_kwargs, dotted_name
+from .pyast import Code, PyModule, call_kwargs, dotted_name, parse_file
+from .value_loss import value_loss_form
 
 # The Brax files read, relative to the repository root.
 TRAIN = "brax/training/agents/ppo/train.py"
@@ -61,13 +69,20 @@ class BraxCode:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self._modules: dict[str, PyModule] = {}
+        self._runs: dict[tuple, TrainRun] = {}
+
+    def train_run(self, train: Scope) -> TrainRun:
+        """train() run by the engine with these parameters (envs sharing a config share it)."""
+        key = tuple(sorted((name, repr(s.value), s.provenance) for name, s in train.items()))
+        if key not in self._runs:
+            self._runs[key] = TrainRun(self.snapshot, train)
+        return self._runs[key]
 
     # -- reading --------------------------------------------------------------------
     def module(self, path: str) -> PyModule:
         if path not in self._modules:
-            text = self.snapshot.read(path)
             try:
-                self._modules[path] = IndexedModule(text, path)
+                self._modules[path] = parse_file(self.snapshot, path)
             except SyntaxError as exc:
                 raise BraxDiffError(f"brax: {exc} at {self.snapshot.ref} ({self.snapshot.sha[:12]})") from None
         return self._modules[path]
@@ -113,48 +128,99 @@ class BraxCode:
         return out
 
     # -- facts ----------------------------------------------------------------------
-    def facts(self, train: Scope, network: Scope) -> tuple[list[Fact], list[Finding]]:
-        """Every canonical key this code decides, for one scope's parameters."""
-        derivation = _Derivation(self, train, network)
+    def facts(self, train: Scope, network: Scope, scope: str = "config") -> tuple[list[Fact], list[Finding]]:
+        """Every canonical key this code decides, for one scope's parameters (a key it
+        cannot read is an unknown fact with a finding)."""
+        derivation = _Derivation(self, train, network, scope)
         derivation.run()
         return list(derivation.facts.values()), derivation.findings
 
 
-def _not_found(snapshot: Snapshot, error: PatternNotFound) -> Finding:
-    keys = ", ".join(error.keys)
+def _not_found(snapshot: Snapshot, error: PatternNotFound, key: str | None = None) -> Finding:
+    keys = key or ", ".join(error.keys)
     return Finding(
         kind="pattern_not_found",
         severity="WARNING",
-        message=(f"{keys}: {error.what} in {error.path} at {snapshot.ref}; "
-                 f"key left out"),
+        message=f"{keys}: {error.what} in {error.path} at {snapshot.ref}",
         provenance=(),
-        key=error.keys[0] if len(error.keys) == 1 and error.keys[0] != "*" else None,
+        key=key if key is not None else (error.keys[0] if len(error.keys) == 1 and error.keys[0] != "*" else None),
     )
 
 
 class _Derivation:
     """One scope's facts. Each ``_topic`` method adds facts or raises PatternNotFound."""
 
-    def __init__(self, code: BraxCode, train: Scope, network: Scope) -> None:
+    def __init__(self, code: BraxCode, train: Scope, network: Scope, scope: str = "config") -> None:
         self.code = code
         self.snapshot = code.snapshot
-        self.train = train
+        self.run_ = code.train_run(train)
+        self.train = self.run_.effective(train)
         self.network = network
+        self.scope = scope
         self.facts: dict[str, Fact] = {}
         self.findings: list[Finding] = []
         self._loss: Scope | None = None
 
+    # The keys each step gives, so that a step stopped by a shape it does not find leaves every
+    # key it would have given unknown, with that reason (never silently absent).
+    STEP_KEYS = {
+        "_collection": ("num_envs", "unrolls_per_update", "unroll_length"),
+        "_epochs_and_minibatches": ("minibatches_per_epoch", "epochs_per_update"),
+        "_derived_batch": ("transitions_per_update", "minibatch_transitions", "gradient_steps_per_update"),
+        "_gae": ("gae_horizon",),
+        "_reward": ("reward_scale", "reward_scale_site"),
+        "_observations": ("obs_normalization", "obs_norm_method", "obs_norm_std_eps", "obs_clip"),
+        "_value": ("value_loss", "value_loss_coef", "value_clipping", "value_target_normalization",
+                   "bootstrap_on_timeout"),
+        "_advantages": ("gae_lambda", "discount", "advantage_normalization", "advantage_normalization_scope"),
+        "_optimizer": ("learning_rate", "adam_eps", "lr_schedule", "lr_final_factor", "max_grad_norm"),
+        "_entropy": ("entropy_coef", "entropy_schedule", "entropy_coef_final"),
+        "_policy_distribution": ("action_distribution", "std_state_dependent", "std_transform", "std_min",
+                                 "std_max"),
+        "_architecture": ("policy_hidden_layers", "value_hidden_layers", "activation", "shared_network",
+                          "kernel_init"),
+        "_clip": ("clip_epsilon", "clip_epsilon_schedule", "clip_epsilon_final"),
+    }
+
     def run(self) -> None:
-        steps: list[Callable[[], None]] = [
-            self._collection, self._epochs_and_minibatches, self._derived_batch, self._gae,
-            self._reward, self._observations, self._value, self._advantages, self._optimizer,
-            self._entropy, self._policy_distribution, self._architecture, self._clip,
-        ]
-        for step in steps:
+        for name, keys in self.STEP_KEYS.items():
             try:
-                step()
+                getattr(self, name)()
             except PatternNotFound as error:
-                self.findings.append(_not_found(self.snapshot, error))
+                self.unknown(error)
+                rest = tuple(k for k in keys if k not in self.facts)
+                if rest:
+                    self.unknown(PatternNotFound(rest, error.path, f"not read: {error.what}"))
+            except (TypeError, ValueError, ArithmeticError) as error:  # a value of an unexpected kind
+                rest = tuple(k for k in keys if k not in self.facts)
+                self.unknown(PatternNotFound(rest or keys, TRAIN, f"{name.strip('_')}: cannot use the values read "
+                                                                 f"({type(error).__name__}: {error})"))
+        self._train_failures()
+
+    def unknown(self, error: PatternNotFound) -> None:
+        """The keys of a shape not found: null facts saying why, one finding per key."""
+        keys = [k for k in KEYS] if "*" in error.keys else list(error.keys)
+        for key in keys:
+            if key in self.facts:
+                continue
+            finding = _not_found(self.snapshot, error, key)
+            self.facts[key] = Fact(key, None, (), unknown=finding.message)
+            self.findings.append(finding)
+
+    def known(self, key: str) -> bool:
+        return key in self.facts and not self.facts[key].is_unknown
+
+    def _train_failures(self) -> None:
+        """A raise every run of train() reaches with these parameters: it cannot train."""
+        for error in self.run_.failures[:1]:
+            where = (error.where,) if error.where is not None else ()
+            if self.scope == "defaults":
+                self.findings.append(Finding(
+                    "defaults_do_not_run", "INFO",
+                    f"train() with its signature defaults alone stops: {error.message}", where))
+            else:
+                self.findings.append(Finding(
+                    "cannot_train", "ERROR", f"train() with this config stops: {error.message}", where))
 
     # -- helpers ----------------------------------------------------------------------
     def add(self, key: str, value: Any, provenance, note: str | None = None, declared: Any = None) -> None:
@@ -174,6 +240,18 @@ class _Derivation:
         self.add(key, convert(found.value), found.provenance + tuple(extra), note=note)
         return found
 
+    def value_in(self, expr: cst.CSTNode, fn: cst.FunctionDef | None, keys: tuple[str, ...], path: str,
+                 what: str) -> tuple[Any, tuple[Provenance, ...]]:
+        """An expression of train() (or of a function nested in it) evaluated where it runs."""
+        frame = self.run_.nested_frame(fn) if fn is not None else self.run_.frame
+        value = self.run_.evaluate(expr, frame)
+        code = self.code.module(path).code(expr)
+        if value is None:
+            raise PatternNotFound(keys, path, f"train() could not be run to evaluate {what} `{code}`")
+        if not flow.is_const(value):
+            raise PatternNotFound(keys, path, f"cannot evaluate {what} `{code}`: {flow.why_not_constant(value)}")
+        return flow.plain(value), tuple(sorted(flow.all_lines(value)))
+
     def scan_length(self, fn: cst.FunctionDef, path: str, keys: tuple[str, ...],
                     accept: Callable[[cst.Call], bool], what: str) -> tuple[Any, tuple[Provenance, ...], cst.Call]:
         """The evaluated ``length=`` of the ``jax.lax.scan`` in ``fn`` that ``accept`` picks."""
@@ -183,38 +261,59 @@ class _Derivation:
             length = call_kwargs(call).get("length")
             if length is None:
                 raise PatternNotFound(keys, path, f"{what} has no length= argument")
-            try:
-                value, provenance = evaluate(length.value, self.train)
-            except NotLiteral:
-                code = self.code.module(path).code(length.value)
-                raise PatternNotFound(keys, path, f"cannot evaluate {what} length `{code}`") from None
+            value, provenance = self.value_in(length.value, fn, keys, path, f"{what} length")
             return value, provenance + (self.code.at(path, length),), call
         raise PatternNotFound(keys, path, f"{what} not found in {fn.name.value}()")
 
+    LOSS_KEYS = ("reward_scale", "reward_scale_site", "advantage_normalization", "value_loss", "value_loss_coef",
+                 "value_clipping", "gae_lambda", "discount", "entropy_coef", "entropy_schedule", "entropy_coef_final",
+                 "clip_epsilon", "clip_epsilon_schedule", "clip_epsilon_final")
+
     def loss_scope(self) -> Scope:
-        """compute_ppo_loss's parameters as train() binds them with functools.partial."""
+        """compute_ppo_loss's parameters as train() binds them with functools.partial
+        (evaluated where train() makes the partial)."""
         if self._loss is not None:
             return self._loss
-        keys = ("reward_scale", "advantage_normalization", "value_loss_coef", "gae_lambda", "discount",
-                "entropy_coef", "clip_epsilon")
-        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", keys)
-        scope: Scope = {
-            name: Setting(located.value, (self.snapshot.where(LOSSES, located.line),), "compute_ppo_loss() default")
-            for name, located in self.code.module(LOSSES).signature_defaults(loss_fn).items()
-        }
-        train_fn = self.code.function(TRAIN, "train", keys)
-        binding = next((call for call in calls_named(train_fn, "partial")
-                        if callee_name(call) == "compute_ppo_loss"), None)
-        if binding is None:
-            raise PatternNotFound(keys, TRAIN, "functools.partial(compute_ppo_loss, ...) not found in train()")
-        for name, arg in call_kwargs(binding).items():
-            try:
-                value, provenance = evaluate(arg.value, self.train)
-            except NotLiteral:
-                value, provenance = Code(self.code.module(TRAIN).code(arg.value)), ()
-            scope[name] = Setting(value, provenance + (self.code.at(TRAIN, arg),), "bound by train()")
+        self.code.function(LOSSES, "compute_ppo_loss", self.LOSS_KEYS)
+        scope = self.run_.loss_scope()
+        if scope is None:
+            raise PatternNotFound(self.LOSS_KEYS, TRAIN, "functools.partial(compute_ppo_loss, ...) not found in train()")
         self._loss = scope
         return scope
+
+    def loss_run(self, keys: tuple[str, ...]):
+        """The loss run once: its frame (final locals) and the calls it made."""
+        self.loss_scope()
+        frame, calls, _, _ = self.run_.loss()
+        if frame is None:
+            raise PatternNotFound(keys, LOSSES, "compute_ppo_loss() could not be run")
+        return frame, calls
+
+    def loss_local(self, name: str, keys: tuple[str, ...]) -> flow.V:
+        frame, _ = self.loss_run(keys)
+        value = frame.locals.get(name)
+        if value is None:
+            raise PatternNotFound(keys, LOSSES, f"`{name}` is not computed in compute_ppo_loss()")
+        return value
+
+    def coefficient(self, value: flow.V, keys: tuple[str, ...], what: str) -> flow.Linear:
+        parts = flow.linear(value)
+        if parts.coefficient is None:
+            raise PatternNotFound(keys, LOSSES, f"cannot evaluate the constant factors of {what} "
+                                                f"`{flow.describe(value)}`: {parts.why}")
+        return parts
+
+    def code_lines(self, path: str, lines) -> list[str]:
+        """The statements of ``path`` on these provenance lines (for notes)."""
+        module = self.code.module(path)
+        wanted = sorted({p.line for p in lines if p.path == path})
+        out = []
+        for node in descendants(module.module):
+            if isinstance(node, (cst.Assign, cst.AugAssign)) and module.line(node) in wanted:
+                text = module.code(node)
+                if text not in out:
+                    out.append(text)
+        return out
 
     # -- batch collection -------------------------------------------------------------
     def _collection(self) -> None:
@@ -239,10 +338,8 @@ class _Derivation:
         length_expr = length.value if length is not None else first_positional(unroll, 4)
         if length_expr is None:
             raise PatternNotFound(("unroll_length",), TRAIN, "generate_unroll() call has no unroll length")
-        try:
-            steps, steps_provenance = evaluate(length_expr, self.train)
-        except NotLiteral:
-            raise PatternNotFound(("unroll_length",), TRAIN, "cannot evaluate generate_unroll's length") from None
+        steps, steps_provenance = self.value_in(length_expr, step, ("unroll_length",), TRAIN,
+                                                "generate_unroll's length")
         self.add("unroll_length", steps, steps_provenance + (self.code.at(TRAIN, unroll),),
                  note="env steps per generate_unroll call")
 
@@ -267,7 +364,7 @@ class _Derivation:
 
     def _derived_batch(self) -> None:
         need = ("num_envs", "unroll_length", "unrolls_per_update", "epochs_per_update", "minibatches_per_epoch")
-        missing = [k for k in need if k not in self.facts]
+        missing = [k for k in need if not self.known(k)]
         derived = ("transitions_per_update", "minibatch_transitions", "gradient_steps_per_update")
         if missing:
             raise PatternNotFound(derived, TRAIN, f"inputs not found ({', '.join(missing)})")
@@ -289,7 +386,7 @@ class _Derivation:
         gae_calls = calls_named(loss_fn, "compute_gae")
         if not gae_calls:
             raise PatternNotFound(("gae_horizon",), LOSSES, "compute_gae() call not found in compute_ppo_loss()")
-        if "unroll_length" not in self.facts:
+        if not self.known("unroll_length"):
             raise PatternNotFound(("gae_horizon",), TRAIN, "unroll length not found")
         self.add("gae_horizon", self.facts["unroll_length"].value,
                  self.facts["unroll_length"].provenance + (self.code.at(LOSSES, gae_calls[0]),),
@@ -297,14 +394,25 @@ class _Derivation:
 
     # -- reward -----------------------------------------------------------------------
     def _reward(self) -> None:
-        loss = self.loss_scope()
-        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("reward_scale_site",))
-        scaled = _products_with(loss_fn, "reward_scaling")
-        reward = self.from_setting("reward_scale", loss, "reward_scaling", LOSSES,
-                                   extra=[self.code.at(LOSSES, n) for n in scaled[:1]])
-        if not scaled:
-            raise PatternNotFound(("reward_scale_site",), LOSSES, "`* reward_scaling` not found in compute_ppo_loss()")
-        self.add("reward_scale_site", "loss", (self.code.at(LOSSES, scaled[0]),) + reward.provenance,
+        """The multiplier on data.reward in the rewards compute_ppo_loss passes to compute_gae."""
+        keys = ("reward_scale", "reward_scale_site")
+        _, calls = self.loss_run(keys)
+        gae = [c for c in calls if c.name == "compute_gae"]
+        if not gae:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() is not called in compute_ppo_loss()")
+        rewards = self.run_.argument(gae[0], "rewards", 2)
+        if rewards is None:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() gets no rewards")
+        if not flow.mentions(rewards, lambda v: isinstance(v.data, flow.Sym) and v.data.op == "attr"
+                             and v.data.name == "reward"):
+            raise PatternNotFound(keys, LOSSES, f"the rewards given to compute_gae, `{flow.describe(rewards)}`, "
+                                                "are not made from data.reward")
+        parts = self.coefficient(rewards, keys, "the rewards given to compute_gae")
+        where = tuple(sorted(parts.lines)) + (self.run_.at(gae[0]),)
+        statements = self.code_lines(LOSSES, parts.lines)
+        self.add("reward_scale", parts.coefficient, where,
+                 note=f"multiplier on data.reward in `{'; '.join(statements)}`" if statements else None)
+        self.add("reward_scale_site", "loss" if parts.coefficient != 1.0 or statements else "none", where,
                  note="rewards are multiplied inside compute_ppo_loss, before GAE")
 
     # -- observations -----------------------------------------------------------------
@@ -364,46 +472,34 @@ class _Derivation:
 
     # -- value function ---------------------------------------------------------------
     def _value(self) -> None:
+        """v_loss as compute_ppo_loss computes it on the branch the scope takes: its
+        constant factors are the coefficient, what is left says the form."""
+        keys = ("value_loss", "value_loss_coef")
         loss = self.loss_scope()
-        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("value_loss", "value_loss_coef"))
-        distributional = loss.get("use_distributional_critic")
-        is_distributional = bool(distributional and distributional.value is True)
-        candidates = [node for node in _assignments(loss_fn, "v_loss") if calls_named(node.value, "mean")
-                      or calls_named(node.value, "quantile_huber_loss")]
-        if is_distributional:
-            chosen = [n for n in candidates if calls_named(n.value, "quantile_huber_loss")]
-        else:
-            chosen = [n for n in candidates if not calls_named(n.value, "quantile_huber_loss")]
-        if not chosen:
-            raise PatternNotFound(("value_loss", "value_loss_coef"), LOSSES,
-                                  "`v_loss = jnp.mean(...) * ...` not found in compute_ppo_loss()")
-        line = chosen[-1]
-        kind_provenance = (self.code.at(LOSSES, line),) + (distributional.provenance if distributional else ())
-        self.add("value_loss", "distributional" if is_distributional else "mse", kind_provenance,
-                 note="quantile Huber loss" if is_distributional else "squared error of GAE targets vs. V(s)")
-        factors = _product_factors(line.value)
-        coef, provenance = 1.0, [self.code.at(LOSSES, line)]
-        for factor in factors:
-            if isinstance(factor, cst.Call):
-                continue  # the mean itself
-            try:
-                value, used = evaluate(factor, loss)
-            except NotLiteral:
-                raise PatternNotFound(("value_loss_coef",), LOSSES,
-                                      f"cannot evaluate factor `{self.code.module(LOSSES).code(factor)}`") from None
-            coef *= value
-            provenance.extend(used)
-        text = self.code.module(LOSSES).code(line.value)
-        self.add("value_loss_coef", coef, provenance, note=f"product of the constants in `{text}`")
+        frame, calls = self.loss_run(keys)
+        v_loss = self.loss_local("v_loss", keys)
+        quantile = [c.result for c in calls if c.name == "quantile_huber_loss"]
+        parts = flow.linear(v_loss)
+        form, why = value_loss_form(parts.atoms, quantile)
+        where = tuple(sorted(parts.lines))
+        statements = self.code_lines(LOSSES, parts.lines)
+        if form is None:
+            raise PatternNotFound(keys, LOSSES, f"compute_ppo_loss(): {why}")
+        self.add("value_loss", form, where, note=why)
+        if parts.coefficient is None:
+            raise PatternNotFound(("value_loss_coef",), LOSSES, f"cannot evaluate the constant factors of v_loss "
+                                                               f"`{flow.describe(v_loss)}`: {parts.why}")
+        shown = "; then ".join(statements) if statements else flow.describe(v_loss)
+        self.add("value_loss_coef", parts.coefficient, where, note=f"product of the constants in `{shown}`")
         clip = loss.get("clipping_epsilon_value")
-        if clip is not None and not is_distributional:
+        if clip is not None and form != "distributional":
             self.add("value_clipping", clip.value if not isinstance(clip.value, Code) else None, clip.provenance)
         else:
-            self.add("value_clipping", None, (self.code.at(LOSSES, line),),
-                     note="kappa of the quantile loss, not a clip" if is_distributional else "no value clipping")
+            self.add("value_clipping", None, where,
+                     note="kappa of the quantile loss, not a clip" if form == "distributional" else "no value clipping")
+        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("value_target_normalization",))
         gae = calls_named(loss_fn, "compute_gae")
-        self.add("value_target_normalization", False,
-                 tuple(self.code.at(LOSSES, n) for n in gae[:1]) + (self.code.at(LOSSES, line),),
+        self.add("value_target_normalization", False, tuple(self.code.at(LOSSES, n) for n in gae[:1]) + where,
                  note="targets are compute_gae's returns, unnormalized")
         bootstrap = self.train.get("bootstrap_on_timeout")
         if bootstrap is not None and not isinstance(bootstrap.value, Code):
@@ -479,15 +575,17 @@ class _Derivation:
 
     # -- entropy ----------------------------------------------------------------------
     def _entropy(self) -> None:
-        loss = self.loss_scope()
-        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("entropy_coef",))
-        uses = _products_with(loss_fn, "entropy_cost")
-        self.from_setting("entropy_coef", loss, "entropy_cost", LOSSES,
-                          extra=[self.code.at(LOSSES, n) for n in uses[:1]])
-        if not uses:
-            raise PatternNotFound(("entropy_schedule",), LOSSES, "`entropy_cost * ...` not found in compute_ppo_loss()")
-        self.add("entropy_schedule", "constant", (self.code.at(LOSSES, uses[0]),),
-                 note="a constant float multiplies the entropy in the loss")
+        """entropy_loss = -coefficient x the mean entropy, as compute_ppo_loss computes it."""
+        keys = ("entropy_coef", "entropy_schedule", "entropy_coef_final")
+        entropy_loss = self.loss_local("entropy_loss", keys)
+        parts = self.coefficient(entropy_loss, keys, "entropy_loss")
+        if not parts.atoms:
+            raise PatternNotFound(keys, LOSSES, "entropy_loss is a constant")
+        where = tuple(sorted(parts.lines))
+        coef = -parts.coefficient if parts.coefficient else 0.0
+        self.add("entropy_coef", coef, where)
+        self.add("entropy_schedule", "constant", where, note="a constant float multiplies the entropy in the loss")
+        self.add("entropy_coef_final", coef, where, note="constant: the same coefficient to the end")
 
     # -- policy -----------------------------------------------------------------------
     def _distribution_class(self, keys: tuple[str, ...]) -> tuple[str, tuple[Provenance, ...]]:
@@ -604,19 +702,48 @@ class _Derivation:
         self.add("kernel_init", canonical, provenance, note=name if canonical != name else None)
 
     def _clip(self) -> None:
-        loss = self.loss_scope()
-        loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("clip_epsilon",))
-        clips = [c for c in calls_named(loss_fn, "clip") if "clipping_epsilon" in self.code.module(LOSSES).code(c)
-                 and "clipping_epsilon_value" not in self.code.module(LOSSES).code(c)]
-        self.from_setting("clip_epsilon", loss, "clipping_epsilon", LOSSES,
-                          extra=[self.code.at(LOSSES, c) for c in clips[:1]])
+        """The bounds of the clip on the probability ratio: [1 - eps, 1 + eps]."""
+        keys = ("clip_epsilon", "clip_epsilon_schedule", "clip_epsilon_final")
+        _, calls = self.loss_run(keys)
+        found = []
+        for record in calls:
+            if record.name != "clip" or len(record.args) < 3:
+                continue
+            low, high = record.args[1], record.args[2]
+            if flow.is_const(low) and flow.is_const(high):
+                lo, hi = flow.plain(low), flow.plain(high)
+                if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and abs(lo + hi - 2.0) < 1e-9:
+                    found.append((record, hi - 1.0, low, high))
+            elif flow.mentions(record.args[0], lambda v: flow.call_name(v) == "exp"):
+                raise PatternNotFound(keys, LOSSES, f"cannot evaluate the ratio clip bounds "
+                                                    f"`{flow.describe(low)}`, `{flow.describe(high)}`: "
+                                                    f"{flow.why_not_constant(low if not flow.is_const(low) else high)}")
+        if not found:
+            raise PatternNotFound(keys, LOSSES, "no clip of the ratio to [1 - eps, 1 + eps] in compute_ppo_loss()")
+        record, eps, low, high = found[0]
+        eps = float(f"{eps:.12g}")
+        where = tuple(sorted(flow.all_lines(low) | flow.all_lines(high))) + (self.run_.at(record),)
+        bound = self.loss_scope().get("clipping_epsilon")
+        note = None
+        if bound is not None and not isinstance(bound.value, Code) and abs(eps - bound.value) > 1e-12:
+            note = f"the ratio is clipped to [{flow.plain(low):.6g}, {flow.plain(high):.6g}], not 1 ± clipping_epsilon"
+        self.add("clip_epsilon", eps, where, note=note)
+        self.add("clip_epsilon_schedule", "constant", where, note="constant bounds in compute_ppo_loss")
+        self.add("clip_epsilon_final", eps, where, note="constant: the same clip range to the end")
 
 
 # -- small structural queries ---------------------------------------------------------
 def _nested(node: cst.CSTNode | None, name: str) -> cst.FunctionDef | None:
-    """The first ``def name`` inside ``node`` (or node itself)."""
+    """``def name`` inside ``node`` (or node itself): the last one directly in its body (the
+    binding Python keeps), else the first one nested deeper."""
     if node is None:
         return None
+    if isinstance(node, cst.FunctionDef) and node.name.value == name:
+        return node
+    direct = [s for s in getattr(getattr(node, "body", None), "body", ())
+              if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    if direct:
+        return direct[-1]
     for child in descendants(node):
         if isinstance(child, cst.FunctionDef) and child.name.value == name:
             return child
@@ -661,10 +788,3 @@ def _products_with(node: cst.CSTNode, name: str) -> list[cst.BinaryOperation]:
                 if isinstance(side, cst.Name) and side.value == name:
                     out.append(child)
     return out
-
-
-def _product_factors(expr: cst.CSTNode) -> list[cst.CSTNode]:
-    """``a * b * (c)`` -> [a, b, c]; anything else is one factor."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return _product_factors(expr.left) + _product_factors(expr.right)
-    return [expr]

@@ -15,7 +15,7 @@ import libcst as cst
 
 from brax_diff.facts import Provenance
 
-from .pyast import (Code, NotLiteral, PyModule, calls_named, descendants,  # noqa: F401 (re-exported)
+from .pyast import (Code, IndexedModule, NotLiteral, PyModule, calls_named, descendants,  # noqa: F401 (re-exported)
                     dotted_name, literal)
 
 
@@ -39,25 +39,6 @@ class PatternNotFound(Exception):
         self.keys = tuple(keys)
         self.path = path
         self.what = what
-
-
-class IndexedModule(PyModule):
-    """A PyModule whose function/class lookups are answered from a one-pass index."""
-
-    def _index(self) -> dict[tuple[type, str], list[cst.CSTNode]]:
-        if not hasattr(self, "_by_name"):
-            index: dict[tuple[type, str], list[cst.CSTNode]] = {}
-            for node in descendants(self.module):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                    index.setdefault((type(node), node.name.value), []).append(node)
-            self._by_name = index
-        return self._by_name
-
-    def functions(self, name: str) -> list[cst.FunctionDef]:
-        return list(self._index().get((cst.FunctionDef, name), []))
-
-    def classes(self, name: str) -> list[cst.ClassDef]:
-        return list(self._index().get((cst.ClassDef, name), []))
 
 
 def names_in(node: cst.CSTNode) -> list[str]:

@@ -58,7 +58,11 @@ class PyModule:
         return [n for n in self.walk(m.FunctionDef(name=m.Name(name)))]  # type: ignore[misc]
 
     def function(self, name: str) -> cst.FunctionDef | None:
-        """The first ``def name(...)`` anywhere in the module, or None."""
+        """The module's ``def name(...)``: the last top-level one (Python binds the last
+        ``def``), else the first nested one, or None."""
+        top = [n for n in self.module.body if isinstance(n, cst.FunctionDef) and n.name.value == name]
+        if top:
+            return top[-1]
         found = self.functions(name)
         return found[0] if found else None
 
@@ -84,6 +88,45 @@ class PyModule:
             return literal(node, names)
         except NotLiteral:
             return Code(self.code(node))
+
+
+class IndexedModule(PyModule):
+    """A PyModule whose function/class lookups are answered from a one-pass index."""
+
+    def _index(self) -> dict[tuple[type, str], list[cst.CSTNode]]:
+        if not hasattr(self, "_by_name"):
+            index: dict[tuple[type, str], list[cst.CSTNode]] = {}
+            for node in descendants(self.module):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    index.setdefault((type(node), node.name.value), []).append(node)
+            self._by_name = index
+        return self._by_name
+
+    def functions(self, name: str) -> list[cst.FunctionDef]:
+        return list(self._index().get((cst.FunctionDef, name), []))
+
+    def classes(self, name: str) -> list[cst.ClassDef]:
+        return list(self._index().get((cst.ClassDef, name), []))
+
+
+# Parsed files shared by every reader and run, keyed by blob id: parsing (with line
+# positions) is the slow part, and most files do not change from one commit to the next.
+_PARSED: dict[str, IndexedModule] = {}
+MAX_PARSED = 160
+
+
+def parse_file(snapshot, path: str) -> IndexedModule:
+    """The file at ``path`` in ``snapshot``, parsed once per blob. Raises the snapshot's
+    SourceError for a missing file and SyntaxError for one that does not parse."""
+    blob = snapshot.blob_id(path)
+    cached = _PARSED.get(blob) if blob is not None else None
+    if cached is not None:
+        return cached
+    module = IndexedModule(snapshot.read(path), path)
+    if len(_PARSED) >= MAX_PARSED:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[blob] = module
+    return module
 
 
 @dataclass(frozen=True)

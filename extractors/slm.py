@@ -10,6 +10,15 @@ what trains and ``Fact.declared`` what the spec says. Spec-sourced facts carry
 
 A spec that names something the code does not define, or sets a key no code reads, is
 an ERROR finding (``spec_code_mismatch`` / ``unread_spec_key``) with both provenances.
+
+The variant is also built and trained once by the data-flow engine (:mod:`extractors.slm_run`):
+the batch guard, the value loss handed to the critic's ``train_step`` (on the branch the
+variant takes), the ratio clamp, the schedulers, the actor/critic nets and the specs they
+are built from, and the env wrapper chain's reward multiplier are read from what that run
+computes. A raise every run reaches is a ``cannot_train`` ERROR with its line; with any
+``cannot_train`` or ``spec_code_mismatch`` finding the variant cannot train at this ref
+(:func:`trains`). Every canonical key is in every extraction: a key the code's shape does
+not let the extractor read is null with ``unknown`` and a finding saying why.
 """
 
 from __future__ import annotations
@@ -27,18 +36,19 @@ from brax_diff.facts import Extraction, Fact, Finding, Provenance
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS, canonical_activation
 
+from . import flow
 from . import slm_code as code
+from .slm_run import SlmRun
 from .slm_spec import ResolvedSpec, SpecFile
+from .value_loss import value_loss_form
 
 DEFAULT_SPEC = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
 FAMILIES = ("dm_control", "locomotion", "manipulation")
 
 # Spec names -> canonical enum values.
 DISTRIBUTIONS = {"Normal": "normal", "NormalTanh": "tanh_normal", "TanhNormal": "tanh_normal"}
-VALUE_LOSSES = {"MSELoss": "mse", "SmoothL1Loss": "huber", "HuberLoss": "huber"}
 KERNEL_INITS = {"orthogonal_": "orthogonal", "xavier_uniform_": "xavier_uniform",
                 "kaiming_uniform_": "kaiming_uniform", "lecun_uniform_": "lecun_uniform"}
-VAR_SCHEDULES = {"no_decay": "constant", "linear_decay": "linear_decay"}
 LINEAR_SCHEDULERS = {"LinearToZero": 0.0}  # name -> final factor; LinearToMin reads min_factor
 LAYER_NAMES = ("LazyLinear", "Linear")
 # Parts of a variant SLM-Lab indexes as dicts: not being one is bad input, not a finding.
@@ -50,6 +60,18 @@ NULLABLE_MAPPINGS = ("agent.memory", "agent.algorithm.clip_eps_spec", "agent.alg
 ALGORITHM_KEYS_READ_ELSEWHERE = {"name"}
 TORCH_ADAM_EPS = 1e-8  # torch.optim.Adam's default eps
 TORCH_ADAM_LR = 1e-3  # torch.optim.Adam's default lr
+# Findings that say the variant cannot train at the ref (the others inform).
+BLOCKING_KINDS = ("cannot_train", "spec_code_mismatch")
+
+
+def trains(extraction: Extraction) -> tuple[bool, str | None]:
+    """Whether a variant can train at its ref, and if not the first reason, with its line."""
+    blocking = [f for f in extraction.findings if f.kind in BLOCKING_KINDS and f.severity == "ERROR"]
+    if not blocking:
+        return True, None
+    first = sorted(blocking, key=lambda f: (f.kind != "cannot_train", f.message))[0]
+    where = ", ".join(f"{p.path}:{p.line}" for p in first.provenance[:2])
+    return False, first.message + (f" ({where})" if where else "")
 
 
 def load_mapping(path: str | None = None) -> dict:
@@ -143,7 +165,16 @@ class SlmExtractor:
             scope={"variant": name, "family": self.family_of(name), "envs": self.envs_of(name)},
         )
         _VariantFacts(self, spec, extraction).build()
+        extraction.complete(KEYS, f"slm {self.snapshot.ref} ({self.snapshot.sha[:12]})")
         return extraction
+
+    def run_env_name(self, variant: str, spec: ResolvedSpec) -> str | None:
+        """The env a run builds when ``${env}`` is unset: the variant's first mapped env."""
+        name = spec.get("env.name")
+        if not (isinstance(name, str) and "${" in name and "playground" in self.spec_path):
+            return None
+        envs = [e for e in self.envs_of(variant) if not any(c in e for c in "*?[")]
+        return f"playground/{envs[0]}" if envs else "playground/${env}"
 
 
 class _VariantFacts:
@@ -174,7 +205,22 @@ class _VariantFacts:
         self.out.find(Finding(kind, severity, message, tuple(provenance), key))
 
     def missing_pattern(self, what: str, path: str, key: str | None = None) -> None:
-        self.find("pattern_not_found", "WARNING", f"{what} not found in {path} at this ref", key=key)
+        why = f"{what} not found in {path} at {self.snapshot.ref}"
+        if key is not None:
+            self.unknown(key, why)
+        else:
+            self.find("pattern_not_found", "WARNING", why)
+
+    def unknown(self, key: str, why: str, provenance=(), kind: str = "pattern_not_found") -> None:
+        """``key`` cannot be read: a null fact saying why, and a finding for the key."""
+        if key in self.out.facts and not self.out.facts[key].is_unknown:
+            return
+        message = f"{key}: {why}"
+        where = tuple(p for p in provenance if p is not None)
+        self.out.unknown(key, message, Finding(kind, "WARNING", message, where, key), where)
+
+    def lines(self, value: flow.V) -> list[Provenance]:
+        return sorted(flow.all_lines(value))
 
     def setting(self, dotted: str, default: code.Found | None) -> tuple[Any, Provenance | None, str | None]:
         """A spec value with its line and ``spec:`` note, else the code default."""
@@ -192,11 +238,67 @@ class _VariantFacts:
                       (self.at_spec(".".join(path)),))
         self.algorithm = self._algorithm()
         self.env_code = self.tree.ask(code.read_env)
+        self.run = SlmRun(self.snapshot, self.spec, self.owner.run_env_name(self.spec.name, self.spec))
+        self._runnability()
         self._batch()
         self._reward_and_observations()
         self._value_and_advantages()
         self._net()
         self.out.findings.sort(key=Finding.sort_key)
+
+    # -- can it train at this ref? ---------------------------------------------------------
+    def _runnability(self) -> None:
+        """The raises a run of this variant reaches on every path, and the failures the
+        run's shapes decide: each an ERROR ``cannot_train`` finding with its line."""
+        env, env_failures, env_calls = self.run.env()
+        for error in env_failures[:1]:
+            self.cannot_train(f"make_env(spec) stops: {error.message}", error.where)
+        if self.run.is_playground():
+            builders = [c for c in env_calls if c.name in ("make", "make_vec") and c.args
+                        and isinstance(c.args[0].data, str) and c.args[0].data.startswith("playground/")]
+            built = [c for c in env_calls if c.name == "PlaygroundVecEnv"]
+            if builders and not built:
+                self.cannot_train(f"make_env has no builder for playground/ envs at this ref: it calls "
+                                  f"gymnasium.{flow.short_name(builders[0].callee)}({builders[0].args[0].data!r}), "
+                                  "and gymnasium registers no playground/ env", self.run.where(builders[0]),
+                                  self.at_spec("env.name"))
+        _, init_failures, why = self.run.algorithm()
+        for error in init_failures[:1]:
+            self.cannot_train(f"building the algorithm stops: {error.message}", error.where)
+        if why is not None and self.algorithm is not None:
+            self.find("pattern_not_found", "WARNING", f"the algorithm could not be built by the engine: {why}")
+        records, train_failures = self.run.train()
+        for error in train_failures[:1]:
+            self.cannot_train(f"train() stops: {error.message}", error.where)
+        self._repack(records)
+
+    def cannot_train(self, message: str, *where: Provenance | None) -> None:
+        self.find("cannot_train", "ERROR", message, tuple(w for w in where if w is not None))
+
+    def _repack(self, records) -> None:
+        """``venv_pack(x, num_envs)`` views each minibatch as (-1, num_envs) rows: a
+        minibatch of a size num_envs does not divide cannot be re-packed."""
+        packs = [r for r in records if r.name == "venv_pack" and len(r.args) >= 2
+                 and flow.is_const(r.args[1]) and isinstance(r.args[1].data, int)]
+        own = self.algorithm.path if self.algorithm else None
+        packs.sort(key=lambda r: r.path != own)  # the re-pack in the algorithm's own minibatch loop first
+        minibatch = self.run.attr("minibatch_size")
+        horizon = self.run.attr("time_horizon")
+        if not packs or minibatch is None or horizon is None or not (flow.is_const(minibatch) and
+                                                                     flow.is_const(horizon)):
+            return
+        num_envs = packs[0].args[1].data
+        size, batch = flow.plain(minibatch), flow.plain(horizon) * num_envs
+        if not isinstance(size, int) or size <= 0:
+            return
+        split = self.tree.ask(code.read_minibatch_split, self.algorithm) if self.algorithm else None
+        sizes = [size] + ([batch % size] if batch % size and split is not None and split.value == "ceil" else [])
+        bad = [n for n in sizes if n % num_envs]
+        if bad:
+            self.cannot_train(f"train() re-packs each minibatch with venv_pack(x, num_envs={num_envs}), a view to "
+                              f"(-1, {num_envs}) rows; a minibatch of {bad[0]} transitions cannot be viewed so "
+                              f"(minibatch_size {size}, batch {batch})", self.run.where(packs[0]),
+                              *self.lines(minibatch)[:2])
 
     # -- algorithm: defaults, keys read, the batch guard ---------------------------------
     def _algorithm(self) -> code.AlgorithmCode | None:
@@ -234,28 +336,32 @@ class _VariantFacts:
         minibatch, minibatch_at, _ = self.algo("minibatch_size")
         epochs, epochs_at, epochs_note = self.algo("training_epoch")
         if not isinstance(horizon, int) or not isinstance(minibatch, int):
-            self.find("missing_setting", "WARNING", "time_horizon or minibatch_size is not an integer "
-                      "(absent with no default?); batch facts skipped", (self.at_spec("agent.algorithm"),))
+            why = "time_horizon or minibatch_size is not an integer (absent with no default?)"
+            for key in ("unroll_length", "gae_horizon", "unrolls_per_update", "transitions_per_update",
+                        "minibatch_transitions", "minibatches_per_epoch", "gradient_steps_per_update",
+                        "epochs_per_update"):
+                self.unknown(key, why, (self.at_spec("agent.algorithm"),), kind="missing_setting")
             return
-        guard = None
-        if self.algorithm is not None:
-            values = {k: f.value for k, f in self.algorithm.defaults.items()}
-            values.update({k: v for k, v in (self.spec.get("agent.algorithm") or {}).items()})
-            guard = code.run_guard(self.algorithm, values, num_envs)
         eff_h, eff_mb, trigger = horizon, minibatch, None
-        guard_at: dict[str, Provenance] = {}
-        if guard is not None:
-            if guard.stopped:
+        guard_at: dict[str, list[Provenance]] = {}
+        for attr in ("time_horizon", "minibatch_size", "training_frequency"):
+            value = self.run.attr(attr)
+            if value is None:
+                continue
+            if not flow.is_const(value):
                 self.find("pattern_not_found", "WARNING",
-                          f"batch guard in {self.algorithm.path} not evaluated: {guard.stopped}")
-            eff_h = guard.state.get("self.time_horizon", horizon)
-            eff_mb = guard.state.get("self.minibatch_size", minibatch)
-            trigger = guard.state.get("self.training_frequency")
-            for attr, line in guard.written.items():
-                guard_at[attr] = self.snapshot.where(self.algorithm.path, line)
-        h_prov = [horizon_at, guard_at.get("self.time_horizon")] if eff_h != horizon else [horizon_at]
-        mb_prov = [minibatch_at, guard_at.get("self.minibatch_size")] if eff_mb != minibatch else [minibatch_at]
-        adjusted = " (rounded up to a multiple of num_envs by the batch guard)" if eff_h != horizon else ""
+                          f"batch guard: self.{attr} is not computed statically ({flow.why_not_constant(value)})")
+                continue
+            guard_at[attr] = self.lines(value)
+            if attr == "time_horizon":
+                eff_h = flow.plain(value)
+            elif attr == "minibatch_size":
+                eff_mb = flow.plain(value)
+            else:
+                trigger = flow.plain(value)
+        h_prov = [horizon_at, *guard_at.get("time_horizon", [])] if eff_h != horizon else [horizon_at]
+        mb_prov = [minibatch_at, *guard_at.get("minibatch_size", [])] if eff_mb != minibatch else [minibatch_at]
+        adjusted = " (adjusted by the batch guard in init_algorithm_params)" if eff_h != horizon else ""
         self.add("unroll_length", eff_h, h_prov, f"spec: agent.algorithm.time_horizon{adjusted}", horizon)
         self.add("gae_horizon", eff_h, h_prov,
                  "spec: agent.algorithm.time_horizon; GAE runs over the whole collected batch", horizon)
@@ -264,7 +370,7 @@ class _VariantFacts:
         if trigger is not None and trigger_at is not None and trigger_at.value:
             unrolls = trigger // eff_h if eff_h and trigger % eff_h == 0 else None
             self.add("unrolls_per_update", unrolls,
-                     [guard_at.get("self.training_frequency"), self.at_code(trigger_at)],
+                     [*guard_at.get("training_frequency", [])[:1], self.at_code(trigger_at)],
                      "training_frequency = time_horizon: the memory triggers one update per time_horizon "
                      "steps of all envs")
         else:
@@ -306,18 +412,7 @@ class _VariantFacts:
                           f"env.{key} is set but make_env at this ref does not read it "
                           "(for playground envs nothing else does)",
                           (self.at_spec(f"env.{key}"), self.snapshot.where(code.ENV_INIT, env_code.playground_line)))
-        scale, scale_at, scale_note = self.setting("env.reward_scale", env_code.keys.get("reward_scale"))
-        if env_code.reward_scale is not None and "reward_scale" in env_code.keys:
-            scale = 1.0 if scale is None else scale
-            self.add("reward_scale", float(scale), [scale_at, self.at_code(env_code.reward_scale)], scale_note)
-            self.add("reward_scale_site", "env", self.at_code(env_code.reward_scale),
-                     "a reward wrapper multiplies env rewards before storage (skipped when 1.0)")
-        else:
-            builder = self.snapshot.where(code.ENV_INIT, env_code.playground_line)
-            self.add("reward_scale", 1.0, [builder, scale_at] if scale_at and scale is not None else builder,
-                     "no reward scaling for playground envs at this ref", scale)
-            self.add("reward_scale_site", "none", builder,
-                     "make_env applies no reward scale at this ref")
+        self._reward_scale()
         norm, norm_at, norm_note = self.setting("env.normalize_obs", env_code.keys.get("normalize_obs"))
         norm = bool(norm)
         self.add("obs_normalization", norm, norm_at, norm_note)
@@ -334,6 +429,9 @@ class _VariantFacts:
         if env_code.obs_eps is not None:
             self.add("obs_norm_std_eps", env_code.obs_eps.value, self.at_code(env_code.obs_eps),
                      "added to the variance before the square root")
+        else:
+            self.unknown("obs_norm_std_eps", f"TorchNormalizeObservation.__init__(epsilon=...) not found in "
+                                             f"{code.ENV_WRAPPERS} at {self.snapshot.ref}")
         if env_code.obs_norm_gpu is not None:
             clip_at = [self.at_code(env_code.obs_norm_gpu)]
             note = "GPU path (device auto -> cuda): TorchNormalizeObservation, no clip"
@@ -345,15 +443,46 @@ class _VariantFacts:
             clip_value, clip_src, clip_note = self.setting("env.clip_obs", env_code.keys.get("clip_obs"))
             self.add("obs_clip", 10.0 if clip_value is None else float(clip_value),
                      [clip_src, self.at_code(env_code.obs_clip_cpu)], clip_note)
+        else:
+            self.unknown("obs_clip", f"no ClipObservation in the playground builder of {code.ENV_INIT}, and no GPU "
+                                     "normalizer that does not clip")
+
+    def _reward_scale(self) -> None:
+        """The constant between the simulator's reward and the agent, read down the wrapper
+        chain make_env(spec) returns (a ``reward_scale`` argument followed into the env class
+        that multiplies by it, a TransformReward's function, ...)."""
+        env, failures, _ = self.run.env()
+        scale = self.run.reward_scale(env)
+        declared = self.spec.get("env.reward_scale") if self.spec.has("env.reward_scale") else None
+        spec_note = "spec: env.reward_scale; " if self.spec.has("env.reward_scale") else ""
+        if scale.why is not None:
+            why = scale.why if not failures else f"make_env(spec) stops before the env is built ({scale.why})"
+            where = list(scale.lines) + ([self.at_spec("env.reward_scale")] if declared is not None else [])
+            self.unknown("reward_scale", why, where)
+            self.unknown("reward_scale_site", why, where)
+            return
+        lines = list(scale.lines)
+        if scale.site == "none":
+            builder = self.snapshot.where(code.ENV_INIT, self.env_code.playground_line if self.env_code else 1)
+            lines = [builder] + ([self.at_spec("env.reward_scale")] if declared is not None else [])
+        self.add("reward_scale", float(scale.factor), lines,
+                 f"{spec_note}{scale.note}" if scale.site == "env" else
+                 f"{spec_note}no layer of the env make_env builds scales rewards at this ref", declared)
+        self.add("reward_scale_site", scale.site, lines,
+                 f"{scale.note}, before storage" if scale.site == "env" else "make_env applies no reward scale")
 
     # -- value function, GAE, PPO loss ---------------------------------------------------
     def _value_and_advantages(self) -> None:
         gamma, gamma_at, gamma_note = self.algo("gamma")
         lam, lam_at, lam_note = self.algo("lam")
-        if gamma is not None:
-            self.add("discount", float(gamma), gamma_at, gamma_note)
-        if lam is not None:
-            self.add("gae_lambda", float(lam), lam_at, lam_note)
+        for key, (value, at, note) in (("discount", (gamma, gamma_at, gamma_note)),
+                                       ("gae_lambda", (lam, lam_at, lam_note))):
+            spec_key = "gamma" if key == "discount" else "lam"
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.add(key, float(value), at, note)
+            else:
+                self.unknown(key, f"agent.algorithm.{spec_key} is {value!r} and the algorithm sets no default",
+                             [at], kind="missing_setting")
         gae = self.tree.ask(code.read_gae)
         if gae is None or gae.value is None:
             self.missing_pattern("calc_gaes", code.MATH_UTIL, "bootstrap_on_timeout")
@@ -364,11 +493,7 @@ class _VariantFacts:
                      "state's value (after an auto-reset, the new episode's first state), and the GAE "
                      "trace runs on across the truncation"
                      if truncation_bootstraps else "GAE masks on dones: truncation is treated as termination")
-        coef, coef_at, coef_note = self.algo("val_loss_coef")
-        loss_line = self.tree.ask(code.read_value_loss)
-        if coef is not None:
-            self.add("value_loss_coef", float(coef), [coef_at] + ([self.at_code(loss_line)] if loss_line else []),
-                     f"{coef_note}; val_loss_coef x MSELoss (a mean of squares, no 0.5)")
+        self._value_loss()
         clip_vloss, clip_vloss_at, _ = self.algo("clip_vloss")
         clip_eps, clip_eps_at, clip_eps_note = self.setting("agent.algorithm.clip_eps_spec.start_val", None)
         self.add("value_clipping", clip_eps if clip_vloss else None, clip_vloss_at,
@@ -387,17 +512,177 @@ class _VariantFacts:
                      f"{advs_note or 'always'}: standardized inside calc_policy_loss")
             self.add("advantage_normalization_scope", "minibatch", self.at_code(standardize),
                      "calc_policy_loss runs once per minibatch")
-        if clip_eps is not None:
-            self.add("clip_epsilon", float(clip_eps), clip_eps_at, clip_eps_note)
+        self._clip_epsilon()
         self._schedule_name("agent.algorithm.clip_eps_spec.name")
-        entropy_name = self._schedule_name("agent.algorithm.entropy_coef_spec.name")
-        entropy, entropy_at, entropy_note = self.setting("agent.algorithm.entropy_coef_spec.start_val", None)
-        if entropy is not None:
-            self.add("entropy_coef", float(entropy), entropy_at, entropy_note)
-            self.add("entropy_schedule", VAR_SCHEDULES.get(str(entropy_name), "other"),
-                     self.at_spec("agent.algorithm.entropy_coef_spec.name"),
-                     "spec: agent.algorithm.entropy_coef_spec.name")
+        self._schedule("clip_eps_scheduler", "agent.algorithm.clip_eps_spec", None,
+                       "clip_epsilon_schedule", "clip_epsilon_final")
+        self._schedule_name("agent.algorithm.entropy_coef_spec.name")
+        self._schedule("entropy_coef_scheduler", "agent.algorithm.entropy_coef_spec", "entropy_coef",
+                       "entropy_schedule", "entropy_coef_final")
         self._action_distribution()
+
+    def statements(self, lines) -> list[str]:
+        """The code statements on these provenance lines (spec lines left out), for notes."""
+        out = []
+        for path in sorted({p.path for p in lines if p.path != self.spec.path}):
+            module = self.tree.module(path)
+            if module is None:
+                continue
+            wanted = {p.line for p in lines if p.path == path}
+            for node in module.walk():
+                if isinstance(node, (flow.cst.Assign, flow.cst.Return, flow.cst.AugAssign)) and \
+                        module.line(node) in wanted:
+                    text = " ".join(module.code(node).split())
+                    if text not in out:
+                        out.append(text)
+        return out
+
+    def _losses_to_train_step(self):
+        """(loss term, record) for every term of a loss train() hands to a net's train_step
+        that is made from what calc_val_loss returned."""
+        records, _ = self.run.train()
+        results = [r.result for r in records if r.name == "calc_val_loss"]
+        found = []
+        for record in records:
+            callee = record.callee.data
+            if record.name != "train_step":
+                continue
+            args = list(record.args)
+            if isinstance(callee, flow.Function) and args:  # called unbound: self is the first argument
+                params = [p.name.value for p in callee.node.params.params]
+                if params[:1] == ["self"]:
+                    args = args[1:]
+            loss = args[0] if args else record.kwargs.get("loss")
+            if loss is None:
+                continue
+            for term in flow.terms(loss):
+                if any(flow.mentions(term, lambda v, r=r: v is r) for r in results):
+                    known = [i for i, (seen, _) in enumerate(found) if seen is term]
+                    if not known:
+                        found.append((term, record))
+                    elif record.path.startswith(code.ALGORITHM_DIR):  # cite the algorithm's call, not a wrapper's
+                        found[known[0]] = (term, record)
+        return found
+
+    def _value_loss(self) -> None:
+        """The value term of the loss train() hands to train_step, on the branch this
+        variant runs: its constant factors are the coefficient, what is left the form."""
+        keys = ("value_loss", "value_loss_coef")
+        instance, _, why = self.run.algorithm()
+        if instance is None:
+            for key in keys:
+                self.unknown(key, f"the algorithm could not be built: {why or 'see the cannot_train finding'}")
+            return
+        terms = self._losses_to_train_step()
+        if not terms:
+            for key in keys:
+                self.unknown(key, f"no loss made by calc_val_loss reaches a train_step in "
+                                  f"{self.algorithm.path if self.algorithm else 'the algorithm'} train()")
+            return
+        readings = {}
+        for term, record in terms:
+            parts = flow.linear(term)
+            form, form_why = value_loss_form(parts.atoms)
+            readings.setdefault((parts.coefficient, form), (term, parts, form_why, record))
+        if len(readings) > 1:
+            shown = "; ".join(f"{c} x {f}" for c, f in readings)
+            for key in keys:
+                self.unknown(key, f"the value losses train() hands to train_step differ: {shown}")
+            return
+        (coef, form), (term, parts, form_why, record) = next(iter(readings.items()))
+        where = sorted(parts.lines) + [self.run.where(record)]
+        _, _, coef_note = self.algo("val_loss_coef")
+        executed = self.statements(parts.lines)
+        if form is None:
+            self.unknown("value_loss", form_why, where)
+        else:
+            loss_at = self.at_spec("agent.net.loss_spec.name") if self.spec.has("agent.net.loss_spec.name") else None
+            self.add("value_loss", form, [loss_at] + where, form_why)
+        if coef is None:
+            self.unknown("value_loss_coef", f"cannot evaluate the constant factors of the value loss "
+                                            f"`{flow.describe(term)}`: {parts.why}", where)
+            return
+        self.add("value_loss_coef", float(coef), where,
+                 f"{coef_note or 'val_loss_coef'}; the value loss handed to train_step is "
+                 f"{' then '.join(f'`{t}`' for t in executed) or flow.describe(term)}")
+
+    def _clip_epsilon(self) -> None:
+        """The bounds of the clamp on the probability ratio in the policy loss train() computes."""
+        records, _ = self.run.train()
+        found = {}
+        for record in records:
+            if record.name != "clamp":
+                continue
+            low = record.args[1] if len(record.args) > 1 else record.kwargs.get("min")
+            high = record.args[2] if len(record.args) > 2 else record.kwargs.get("max")
+            if low is None or high is None or not (flow.is_const(low) and flow.is_const(high)):
+                continue
+            lo, hi = flow.plain(low), flow.plain(high)
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and abs(lo + hi - 2.0) < 1e-9 and hi > 1:
+                eps = float(f"{hi - 1.0:.12g}")
+                found.setdefault(eps, (low, high, record))
+        if len(found) != 1:
+            why = ("no clamp of the ratio to [1 - eps, 1 + eps] in the losses train() computes" if not found else
+                   f"train() clamps the ratio with several ranges: {sorted(found)}")
+            for key in ("clip_epsilon",):
+                self.unknown(key, why)
+            return
+        (eps, (low, high, record)), = found.items()
+        where = sorted(flow.all_lines(low) | flow.all_lines(high)) + [self.run.where(record)]
+        note = "spec: agent.algorithm.clip_eps_spec.start_val" if self.spec.has(
+            "agent.algorithm.clip_eps_spec.start_val") else "the clip scheduler's start value"
+        self.add("clip_epsilon", eps, where, f"{note}; the ratio is clamped to [{flow.plain(low):.6g}, "
+                                             f"{flow.plain(high):.6g}]")
+
+    def _schedule(self, attr: str, dotted: str, start_key: str | None, shape_key: str, final_key: str) -> None:
+        """A VarScheduler the algorithm builds from ``dotted``: its updater (a math_util
+        function) evaluated at the schedule's start, middle and end steps says the shape;
+        its value at the end is the final value."""
+        scheduler = self.run.attr(attr)
+        keys = [k for k in (start_key, shape_key, final_key) if k]
+        if scheduler is None or not isinstance(scheduler.data, flow.Instance):
+            why = (f"{dotted} is not set: the algorithm builds no {attr}" if not self.spec.get(dotted) else
+                   f"the algorithm built no {attr} (see the findings)")
+            for key in keys:
+                self.unknown(key, why, [self.at_spec(dotted)] if self.spec.has(dotted) else [])
+            return
+        attrs = scheduler.data.attrs
+        updater, start, end = attrs.get("_updater"), attrs.get("start_val"), attrs.get("end_val")
+        first, last = attrs.get("start_step", flow.sym("param", "start_step")),             attrs.get("end_step", flow.sym("param", "end_step"))
+        name_at = self.at_spec(f"{dotted}.name") if self.spec.has(f"{dotted}.name") else None
+        if start_key and start is not None and flow.is_const(start) and isinstance(flow.plain(start), (int, float)):
+            self.add(start_key, float(flow.plain(start)), self.lines(start) or [self.at_spec(f"{dotted}.start_val")],
+                     f"spec: {dotted}.start_val")
+        elif start_key:
+            self.unknown(start_key, f"{attr}.start_val is not a number the engine computes")
+        if updater is None or start is None or end is None or not isinstance(updater.data, flow.Function):
+            for key in (shape_key, final_key):
+                self.unknown(key, f"{attr} has no updater function and start/end values to evaluate")
+            return
+        mid = flow.const((flow.plain(first) + flow.plain(last)) / 2) if flow.is_const(first) and flow.is_const(
+            last) else flow.sym("param", "mid_step")
+        at = [self.run.engine.call(updater, start, end, first, last, step) for step in (first, mid, last)]
+        function = updater.data
+        where = [name_at, self.run.engine.where(function.module, function.node)]
+        numbers = [flow.plain(v) if flow.is_const(v) and isinstance(flow.plain(v), (int, float)) else None for v in at]
+        begin, middle, final = numbers
+        if final is None:
+            for key in (shape_key, final_key):
+                self.unknown(key, f"{function.name}({dotted}) at the end step is not computed statically: "
+                                  f"{flow.why_not_constant(at[2])}", where)
+            return
+        if begin is not None and middle is not None and begin == final == middle:
+            shape = "constant"
+        elif begin is not None and middle is not None and abs(middle - (begin + final) / 2) <= 1e-9 * max(
+                1.0, abs(begin), abs(final)):
+            shape = "linear_decay"
+        else:
+            shape = "other"
+        self.add(shape_key, shape, where, f"spec: {dotted}.name; math_util.{function.name} evaluated at the "
+                                          "schedule's start, middle and end")
+        self.add(final_key, float(final), where + self.lines(at[2]),
+                 f"spec: {dotted}.end_val; {function.name} at the end step" if shape != "constant" else
+                 f"spec: {dotted}.start_val; constant")
 
     def _schedule_name(self, dotted: str) -> str | None:
         name = self.spec.get(dotted)
@@ -437,6 +722,8 @@ class _VariantFacts:
             self.add("std_transform", "clamped_exp", self.at_code(clamp), note)
             if lo is not None:
                 self.add("std_min", math.exp(lo), self.at_code(clamp), f"exp({lo})")
+            else:
+                self.add("std_min", 0.0, self.at_code(clamp), "no lower clamp: exp of the log-std, > 0")
             self.add("std_max", math.exp(hi) if hi is not None else None, self.at_code(clamp),
                      f"exp({hi})" if hi is not None else "no upper clamp")
 
@@ -461,22 +748,13 @@ class _VariantFacts:
         def net_setting(key: str):
             return self.setting(f"agent.net.{key}", net.defaults.get(key))
 
-        shared, shared_at, shared_note = net_setting("shared")
-        self.add("shared_network", bool(shared), shared_at, shared_note)
-        self._layers("actor_arc", "policy_hidden_layers", True)
-        self._layers("critic_arc", "value_hidden_layers", False)
+        self._shared_and_layers()
         log_std_init, log_std_at, log_std_note = net_setting("log_std_init")
         param = self.tree.ask(code.read_log_std_param)
         self.add("std_state_dependent", log_std_init is None,
                  [log_std_at] + ([self.at_code(param)] if param else []),
                  f"{log_std_note}; log_std_init null -> the std is a head of the policy net, "
                  "else a state-independent nn.Parameter")
-        loss, loss_at, loss_note = net_setting("loss_spec")
-        loss_name = (loss or {}).get("name") if isinstance(loss, dict) else None
-        if loss_name:
-            self.add("value_loss", VALUE_LOSSES.get(loss_name, "mse"),
-                     self.at_spec("agent.net.loss_spec.name") if self.spec.has("agent.net.loss_spec.name")
-                     else loss_at, f"{loss_note}: {loss_name}")
         clip, clip_at, clip_note = net_setting("clip_grad_val")
         scope = self.tree.ask(code.read_grad_clip)
         self.add("max_grad_norm", None if clip is None else float(clip),
@@ -486,26 +764,80 @@ class _VariantFacts:
         self._init(net_setting)
         self._optimizer(net_setting)
 
-    def _layers(self, arc_key: str, fact_key: str, set_activation: bool) -> None:
-        arc_path = f"agent.net.{arc_key}"
-        arc = self.spec.get(arc_path)
-        if not isinstance(arc, dict):
+    def _shared_and_layers(self) -> None:
+        """``self.shared`` as the algorithm's init_nets sets it, and the layers of the nets it
+        builds, read from the net spec each net class is constructed with (after the
+        actor_/critic_ prefixes are split off, so an ``arc`` both share counts for both)."""
+        instance, failures, why = self.run.algorithm()
+        stopped = failures[0].message if failures else why
+        shared = self.run.attr("shared")
+        if shared is not None and flow.is_const(shared) and isinstance(flow.plain(shared), bool):
+            self.add("shared_network", flow.plain(shared), self.lines(shared) or [self.at_spec("agent.net")],
+                     "spec: agent.net.shared" if self.spec.has("agent.net.shared") else "set by init_nets")
+        else:
+            why_shared = (f"init_nets stops before it is set: {stopped}" if stopped else
+                          "init_nets sets no self.shared the engine can compute")
+            self.unknown("shared_network", why_shared, [f.where for f in failures[:1]])
+        actor = self.run.net_spec_of("net")
+        critic = self.run.net_spec_of("critic_net")
+        shared_torso = shared is not None and flow.is_const(shared) and flow.plain(shared) is True
+        self._layers(actor, "actor", "policy_hidden_layers", True, stopped)
+        if shared_torso:
+            self._layers(actor, "actor", "value_hidden_layers", False, stopped,
+                         "shared: the value head sits on the policy's torso")
+        else:
+            self._layers(critic, "critic", "value_hidden_layers", False, stopped)
+
+    def _arc_key(self, role: str) -> str:
+        for key in (f"{role}_arc", "arc"):
+            if self.spec.has(f"agent.net.{key}"):
+                return f"agent.net.{key}"
+        return f"agent.net.{role}_arc"
+
+    def _layers(self, net_spec: flow.V | None, role: str, fact_key: str, set_activation: bool,
+                stopped: str | None, extra: str | None = None) -> None:
+        keys = [fact_key] + (["activation"] if set_activation else [])
+        if net_spec is None or not isinstance(net_spec.data, dict):
+            why = (f"the {role} net is not built: {stopped}" if stopped else
+                   f"the algorithm builds no {role} net the engine can follow")
+            for key in keys:
+                self.unknown(key, why)
             return
-        widths, activations = [], []
-        for module in _sequential_modules(arc):
-            if not isinstance(module, dict) or len(module) != 1:
-                continue
-            (layer, args), = module.items()
-            if layer in LAYER_NAMES and isinstance(args, dict) and "out_features" in args:
-                widths.append(args["out_features"])
-            elif layer not in LAYER_NAMES and args in (None, {}):
-                activations.append(canonical_activation(layer))
+        spec = net_spec.data
+        arc_path = self._arc_key(role)
+        widths, activations, where, source = [], [], [], None
+        arc = spec.get("arc")
+        if arc is not None and flow.is_const(arc) and isinstance(flow.plain(arc), dict):
+            source, where = arc_path, self.lines(arc)[:1] or [self.at_spec(arc_path)]
+            for module in _sequential_modules(flow.plain(arc)):
+                if not isinstance(module, dict) or len(module) != 1:
+                    continue
+                (layer, args), = module.items()
+                if layer in LAYER_NAMES and isinstance(args, dict) and "out_features" in args:
+                    widths.append(args["out_features"])
+                elif layer not in LAYER_NAMES and args in (None, {}):
+                    activations.append(canonical_activation(layer))
+        elif "hid_layers" in spec and flow.is_const(spec["hid_layers"]):
+            source = f"agent.net.{role}_hid_layers" if self.spec.has(f"agent.net.{role}_hid_layers") \
+                else "agent.net.hid_layers"
+            widths = list(flow.plain(spec["hid_layers"]))
+            where = self.lines(spec["hid_layers"])[:1]
+            activation = spec.get("hid_layers_activation")
+            if activation is not None and flow.is_const(activation) and isinstance(flow.plain(activation), str):
+                activations = [canonical_activation(flow.plain(activation))]
+        note = f"spec: {source} (out_features of each layer)" + (f"; {extra}" if extra else "")
         if widths:
-            self.add(fact_key, widths, self.at_spec(arc_path), f"spec: {arc_path} (out_features of each layer)")
-        if set_activation and activations:
-            kinds = sorted(set(activations))
-            value = kinds[0] if kinds[0] in KEYS["activation"].choices else "other"
-            self.add("activation", value, self.at_spec(arc_path), f"spec: {arc_path}")
+            self.add(fact_key, widths, where, note)
+        else:
+            self.unknown(fact_key, f"the {role} net spec has no layer list the extractor reads (arc Sequential "
+                                   "LazyLinear/Linear layers, or hid_layers)", where)
+        if set_activation:
+            if activations:
+                kinds = sorted(set(activations))
+                value = kinds[0] if len(kinds) == 1 and kinds[0] in KEYS["activation"].choices else "other"
+                self.add("activation", value, where, f"spec: {source}")
+            else:
+                self.unknown("activation", f"the {role} net spec names no hidden activation", where)
 
     def _init(self, net_setting) -> None:
         init_fn, init_at, init_note = net_setting("init_fn")
@@ -534,11 +866,15 @@ class _VariantFacts:
                      "spec: agent.net.optim_spec.lr")
         elif optim_name == "Adam":
             self.add("learning_rate", TORCH_ADAM_LR, optim_at, "torch.optim.Adam default lr")
+        else:
+            self.unknown("learning_rate", f"optim_spec sets no lr and {optim_name}'s default is not known here")
         if "eps" in optim:
             self.add("adam_eps", float(optim["eps"]), self.at_spec("agent.net.optim_spec.eps"),
                      "spec: agent.net.optim_spec.eps")
         elif optim_name == "Adam":
             self.add("adam_eps", TORCH_ADAM_EPS, optim_at, "torch.optim.Adam default eps (spec sets none)")
+        else:
+            self.unknown("adam_eps", f"the optimizer is {optim_name}, not Adam, and optim_spec sets no eps")
         self._lr_schedule(net_setting)
 
     def _lr_decay_steps(self, default: code.Found, branch_at: Provenance) -> None:
@@ -548,9 +884,9 @@ class _VariantFacts:
         value, at, note = self.setting(dotted, default)
         horizon = _lr_decay_horizon(value)
         if horizon is None:
-            self.find("unknown_value", "WARNING",
-                      f"{dotted} is {value!r}: the LR schedule's horizon (lr_decay_steps) is unknown; "
-                      "give it with --set max_frame=N", (at or branch_at,), "lr_decay_steps")
+            self.unknown("lr_decay_steps", f"{dotted} is {value!r}, the run's length, which the spec leaves to the "
+                                           "command line: give it with --set max_frame=N", (at or branch_at,),
+                         kind="unset_placeholder")
             return
         self.add("lr_decay_steps", horizon, [at, branch_at], note)
 
@@ -592,21 +928,31 @@ class _VariantFacts:
                      "over frame / (training_frequency x num_envs) updates")
             if final is not None:
                 self.add("lr_final_factor", float(final), final_at, final_note)
+            else:
+                self.unknown("lr_final_factor", f"the {name} branch of get_lr_scheduler has no final factor the "
+                                                "extractor reads", final_at)
             if linear and "frame" in keys:
                 self._lr_decay_steps(keys["frame"], branch_at)
+            else:
+                self.unknown("lr_decay_steps", f"the {name} branch of get_lr_scheduler reads no frame the "
+                                               "extractor follows", [name_at, branch_at])
             return
         if name in code.TORCH_LR_SCHEDULERS and schedulers.fallback_line:
             self.add("lr_schedule", "other", [name_at, self.snapshot.where(schedulers.path,
                                                                            schedulers.fallback_line)],
                      f"spec: agent.net.lr_scheduler_spec.name; torch.optim.lr_scheduler.{name}")
+            self.unknown("lr_final_factor", f"torch.optim.lr_scheduler.{name}: its final factor depends on its "
+                                            "arguments, which the extractor does not evaluate", [name_at])
             return
         fallback = self.snapshot.where(schedulers.path, schedulers.fallback_line or 1)
         self.find("spec_code_mismatch", "ERROR",
                   f"agent.net.lr_scheduler_spec.name {name!r}: get_lr_scheduler has no branch for it and "
                   f"torch.optim.lr_scheduler has no such class; training fails at this ref",
                   (name_at, fallback), "lr_schedule")
-        self.add("lr_schedule", None, [name_at, fallback],
-                 "spec: agent.net.lr_scheduler_spec.name; not defined at this ref", name)
+        why = f"lr_scheduler_spec.name {name!r} is not defined at this ref: training fails before it is used"
+        self.out.add(Fact("lr_schedule", None, (name_at, fallback), "spec: agent.net.lr_scheduler_spec.name",
+                          name, unknown=f"lr_schedule: {why}"))
+        self.unknown("lr_final_factor", why, (name_at, fallback))
 
 
 def _lr_decay_horizon(value: Any) -> int | None:

@@ -5,19 +5,15 @@ a ``torch.clamp`` on the log-std, a ``clip_grad_norm_`` call, ...) and returns w
 found with the line it found it on, or ``None`` when the shape is not there at this
 ref; the extractor turns a ``None`` into a WARNING finding instead of guessing.
 
-The batch guard in ``PPO.init_algorithm_params`` (rounding ``minibatch_size`` and
-``time_horizon`` relative to ``num_envs``, capping the minibatch at the batch) changed
-shape over SLM-Lab's history, so it is not matched but *evaluated*: :class:`Guard`
-interprets its plain arithmetic (assignments, ``if``/``elif``, ``math.ceil``, ``//``,
-``%``, comparisons) on the spec's numbers. Anything else stops it with a reason.
+What the code computes from a spec (the batch guard, the losses, the schedulers, the env
+wrapper chain) is not matched here but run by the data-flow engine (``slm_run``).
 """
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -25,7 +21,7 @@ import libcst.matchers as m
 from brax_diff.errors import SourceError
 from brax_diff.sources import Snapshot
 
-from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal
+from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal, parse_file
 
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 POLICY_UTIL = "slm_lab/agent/algorithm/policy_util.py"
@@ -77,7 +73,7 @@ class SourceTree:
     def module(self, path: str) -> PyModule | None:
         if path not in self._modules:
             try:
-                self._modules[path] = PyModule(self.snapshot.read(path), path)
+                self._modules[path] = parse_file(self.snapshot, path)  # shared with the engine's runs
             except (SourceError, SyntaxError):
                 self._modules[path] = None
         return self._modules[path]
@@ -114,10 +110,12 @@ class SourceTree:
 # -- small matchers ---------------------------------------------------------------------
 
 def method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    """The class's ``def name``: the last one, as Python binds it."""
+    found = None
     for statement in cls.body.body:
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-            return statement
-    return None
+            found = statement
+    return found
 
 
 def calls(module: PyModule, within: cst.CSTNode, name: str) -> list[cst.Call]:
@@ -175,135 +173,6 @@ def set_attr_calls(module: PyModule, fn: cst.FunctionDef) -> tuple[dict[str, Fou
     return defaults, keys
 
 
-# -- the batch guard, evaluated ------------------------------------------------------------
-
-_COMPARISONS = {
-    cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b,
-    cst.LessThan: lambda a, b: a < b, cst.GreaterThan: lambda a, b: a > b,
-    cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThanEqual: lambda a, b: a >= b,
-}
-
-
-class GuardStop(Exception):
-    """The guard uses something the evaluator does not understand."""
-
-
-@dataclass
-class Guard:
-    """Runs the plain arithmetic of ``init_algorithm_params`` on known numbers.
-
-    ``state`` maps names (``num_envs``, ``batch_size``, ``self.minibatch_size``, ...) to
-    values; ``written`` records the line of the last assignment to each name.
-    """
-
-    module: PyModule
-    state: dict[str, Any]
-    written: dict[str, int] = field(default_factory=dict)
-    stopped: str | None = None
-
-    FUNCTIONS = {"math.ceil": math.ceil, "math.floor": math.floor, "int": int, "max": max, "min": min,
-                 "abs": abs, "round": round}
-
-    def run(self, fn: cst.FunctionDef) -> None:
-        try:
-            self._block(fn.body.body)
-        except GuardStop as stop:
-            self.stopped = str(stop)
-
-    def _block(self, statements: Iterable[cst.CSTNode]) -> None:
-        for statement in statements:
-            if isinstance(statement, cst.If):
-                self._if(statement)
-            elif isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Assign):
-                        self._assign(small)
-
-    def _if(self, node: cst.If) -> None:
-        if not self._touches_state(node):
-            return
-        try:
-            taken = bool(self.eval(node.test))
-        except GuardStop as stop:
-            raise GuardStop(f"line {self.module.line(node)}: cannot evaluate `{self.module.code(node.test)}` "
-                            f"({stop})") from None
-        if taken:
-            self._block(node.body.body)
-        elif isinstance(node.orelse, cst.If):
-            self._if(node.orelse)
-        elif isinstance(node.orelse, cst.Else):
-            self._block(node.orelse.body.body)
-
-    def _touches_state(self, node: cst.CSTNode) -> bool:
-        for child in descendants(node):
-            if isinstance(child, cst.Assign):
-                for target in child.targets:
-                    if (dotted_name(target.target) or "") in self.state:
-                        return True
-        return False
-
-    def _assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            name = dotted_name(target.target)
-            if name is None:
-                continue
-            tracked = name in self.state or name in ("batch_size", "num_envs") or name.startswith("self.")
-            if not tracked:
-                continue
-            try:
-                self.state[name] = self.eval(node.value)
-                self.written[name] = self.module.line(node)
-            except GuardStop:
-                self.state.pop(name, None)  # unknown from here on
-
-    def eval(self, node: cst.CSTNode) -> Any:
-        try:
-            return literal(node)
-        except NotLiteral:
-            pass
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            name = dotted_name(node)
-            if name in self.state:
-                return self.state[name]
-            raise GuardStop(f"unknown value {name}")
-        if isinstance(node, cst.BinaryOperation):
-            left, right = self.eval(node.left), self.eval(node.right)
-            ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
-                   cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b,
-                   cst.FloorDivide: lambda a, b: a // b, cst.Modulo: lambda a, b: a % b}
-            op = ops.get(type(node.operator))
-            if op is None:
-                raise GuardStop("operator")
-            try:
-                return op(left, right)
-            except (ZeroDivisionError, TypeError) as exc:
-                raise GuardStop(str(exc)) from None
-        if isinstance(node, cst.Comparison):
-            left = self.eval(node.left)
-            for target in node.comparisons:
-                right = self.eval(target.comparator)
-                compare = _COMPARISONS.get(type(target.operator))
-                if compare is None:
-                    raise GuardStop("comparison")
-                if not compare(left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, cst.BooleanOperation):
-            left = self.eval(node.left)
-            if isinstance(node.operator, cst.And):
-                return left and self.eval(node.right)
-            return left or self.eval(node.right)
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-            return not self.eval(node.expression)
-        if isinstance(node, cst.Call):
-            fn = self.FUNCTIONS.get(dotted_name(node.func) or "")
-            if fn is None or any(arg.keyword for arg in node.args):
-                raise GuardStop(f"call to {dotted_name(node.func)}")
-            return fn(*[self.eval(arg.value) for arg in node.args])
-        raise GuardStop(type(node).__name__)
-
-
 # -- readers, one per question -------------------------------------------------------------
 
 @dataclass
@@ -333,16 +202,6 @@ def read_algorithm(tree: SourceTree, name: str) -> AlgorithmCode | None:
     return AlgorithmCode(module.path, module.line(cls), defaults, keys, init, module, cls)
 
 
-def run_guard(algorithm: AlgorithmCode, values: dict[str, Any], num_envs: int) -> Guard | None:
-    if algorithm.init is None:
-        return None
-    state = {f"self.{key}": value for key, value in values.items()}
-    state["self.agent.env.num_envs"] = num_envs
-    guard = Guard(algorithm.module, state)
-    guard.run(algorithm.init)
-    return guard
-
-
 def find_line(module: PyModule, within: cst.CSTNode, needle: str) -> int | None:
     """The first line in ``within`` whose source contains ``needle`` (a last-resort locator)."""
     start = module.line(within)
@@ -350,11 +209,6 @@ def find_line(module: PyModule, within: cst.CSTNode, needle: str) -> int | None:
         if needle in text:
             return start + offset
     return None
-
-
-def self_call_line(module: PyModule, fn: cst.FunctionDef, name: str) -> int | None:
-    found = calls(module, fn, name)
-    return module.line(found[0]) if found else None
 
 
 def read_advantage_standardization(algorithm: AlgorithmCode) -> Found | None:
@@ -388,19 +242,6 @@ def read_training_trigger(tree: SourceTree, memory_name: str) -> Found | None:
     module, cls = found
     line = find_line(module, cls, "algorithm.training_frequency") or find_line(module, cls, "training_frequency")
     return Found("training_frequency", module.path, line) if line else Found(None, module.path, module.line(cls))
-
-
-def read_value_loss(tree: SourceTree) -> Found | None:
-    """``self.val_loss_coef * self.net.loss_fn(...)`` in the critic loss."""
-    found = tree.find_class(ALGORITHM_DIR, "ActorCritic")
-    if found is None:
-        return None
-    module, cls = found
-    fn = method(cls, "calc_val_loss")
-    if fn is None:
-        return None
-    line = find_line(module, fn, "self.val_loss_coef * self.net.loss_fn")
-    return Found("val_loss_coef * loss_fn", module.path, line) if line else None
 
 
 def read_gae(tree: SourceTree) -> Found | None:

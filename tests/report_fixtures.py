@@ -52,6 +52,7 @@ BRAX_VALUES = {
     "max_grad_norm": (None, TRAIN, 216),
     "entropy_coef": (0.01, PARAMS, 28),
     "entropy_schedule": ("constant", TRAIN, 217),
+    "entropy_coef_final": (0.01, PARAMS, 28),
     "action_distribution": ("tanh_normal", "brax/training/distribution.py", 100),
     "std_state_dependent": (True, "brax/training/distribution.py", 101),
     "std_transform": ("softplus", "brax/training/distribution.py", 102),
@@ -62,6 +63,8 @@ BRAX_VALUES = {
     "kernel_init": ("lecun_uniform", "brax/training/networks.py", 41),
     "shared_network": (False, "brax/training/agents/ppo/networks.py", 50),
     "clip_epsilon": (0.3, TRAIN, 206),
+    "clip_epsilon_schedule": ("constant", TRAIN, 206),
+    "clip_epsilon_final": (0.3, TRAIN, 206),
 }
 
 # value, path, line, spec key (None: from code)
@@ -97,6 +100,7 @@ SLM_VALUES = {
     "max_grad_norm": (1.0, 109, "agent.net.clip_grad_val"),
     "entropy_coef": (0.01, 95, "agent.algorithm.entropy_coef_spec.start_val"),
     "entropy_schedule": ("constant", 94, "agent.algorithm.entropy_coef_spec.name"),
+    "entropy_coef_final": (0.01, 95, "agent.algorithm.entropy_coef_spec.start_val"),
     "action_distribution": ("normal", 87, "agent.algorithm.action_pdtype"),
     "std_state_dependent": (False, None, None),
     "std_transform": ("clamped_exp", None, None),
@@ -107,6 +111,8 @@ SLM_VALUES = {
     "kernel_init": ("orthogonal", 107, "agent.net.init_fn"),
     "shared_network": (False, 105, "agent.net.shared"),
     "clip_epsilon": (0.2, 93, "agent.algorithm.clip_eps_spec.start_val"),
+    "clip_epsilon_schedule": ("constant", 92, "agent.algorithm.clip_eps_spec.name"),
+    "clip_epsilon_final": (0.2, 93, "agent.algorithm.clip_eps_spec.start_val"),
 }
 SLM_CODE = "slm_lab/agent/algorithm/ppo.py"
 

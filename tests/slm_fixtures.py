@@ -1,8 +1,10 @@
 """Hand-written files shaped like an SLM-Lab checkout, for the SLM extractor's tests.
 
-Only the shapes the extractor reads are here (a default dict given to ``util.set_attr``,
-a batch guard, a log-std clamp, a scheduler branch, ...); the values differ from
-upstream on purpose, so a test that passes read them from these files.
+Only the shapes the extractor reads and runs are here (``util.set_attr`` of a default dict
+and of spec keys, a batch guard, an actor/critic spec split, a ratio clamp, a train loop
+that hands its losses to ``train_step``, a ``make_env`` that builds a playground env, a
+log-std clamp, a scheduler branch, ...); the values differ from upstream on purpose, so a
+test that passes read them from these files.
 """
 
 from __future__ import annotations
@@ -191,12 +193,14 @@ JSON_SPEC = """{
 PPO = '''
 import math
 
+from slm_lab.agent.algorithm import policy_util
 from slm_lab.agent.algorithm.actor_critic import ActorCritic
 from slm_lab.lib import math_util, util
+import torch
 
 
 class PPO(ActorCritic):
-    """Fixture PPO: defaults, the keys it reads, and a batch guard."""
+    """Fixture PPO: defaults, the keys it reads, a batch guard, a clipped loss, a train loop."""
 
     def init_algorithm_params(self):
         util.set_attr(
@@ -208,6 +212,7 @@ class PPO(ActorCritic):
                 normalize_v_targets=False,
                 clip_vloss=False,
                 normalize_advantages="standardize",
+                entropy_coef_spec=None,
             ),
         )
         util.set_attr(
@@ -238,43 +243,111 @@ class PPO(ActorCritic):
         if self.minibatch_size > batch_size:
             self.minibatch_size = batch_size
         self.training_frequency = self.time_horizon
-        self.action_policy = getattr(self, "default_policy")
+        assert self.memory_spec["name"] == "OnPolicyBatchReplay", "PPO needs OnPolicyBatchReplay"
+        self.clip_eps_scheduler = policy_util.VarScheduler(self.clip_eps_spec)
+        self.clip_eps = self.clip_eps_scheduler.start_val
+        if self.entropy_coef_spec is not None:
+            self.entropy_coef_scheduler = policy_util.VarScheduler(self.entropy_coef_spec)
+            self.agent.entropy_coef = self.entropy_coef_scheduler.start_val
 
     def calc_policy_loss(self, batch, pdparams, advs):
+        clip_eps = self.clip_eps
         advs = advs.view(-1)
         if len(advs) > 1:
             advs = math_util.standardize(advs)
-        return -(advs * pdparams).mean()
+        ratios = torch.exp(pdparams - batch["log_probs"])
+        sur_1 = ratios * advs
+        sur_2 = torch.clamp(ratios, 1.0 - clip_eps, 1.0 + clip_eps) * advs
+        return -torch.min(sur_1, sur_2).mean()
 
     def train(self):
-        batch = self.sample()
-        for _ in range(self.training_epoch):
-            for minibatch in util.split_minibatch(batch, self.minibatch_size):
-                self.step(minibatch)
+        if self.to_train == 1:
+            batch = self.sample()
+            for _ in range(self.training_epoch):
+                for minibatch in util.split_minibatch(batch, self.minibatch_size):
+                    if self.agent.env.is_venv:
+                        for k, v in minibatch.items():
+                            minibatch[k] = math_util.venv_pack(v, self.agent.env.num_envs)
+                    pdparams, v_preds = self.calc_pdparam_v(minibatch)
+                    policy_loss = self.calc_policy_loss(minibatch, pdparams, minibatch["advs"])
+                    val_loss = self.calc_val_loss(v_preds, minibatch["v_targets"])
+                    if self.shared:
+                        self.net.train_step(policy_loss + val_loss, self.optim)
+                    else:
+                        self.net.train_step(policy_loss, self.optim)
+                        self.critic_net.train_step(val_loss, self.critic_optim)
+            self.to_train = 0
 '''
 
 ACTOR_CRITIC = '''
+from slm_lab.agent import net
 from slm_lab.agent.algorithm.base import Algorithm
+from slm_lab.agent.net import net_util
 
 
 class ActorCritic(Algorithm):
-    def init_nets(self):
+    def init_nets(self, global_nets=None):
+        assert "shared" in self.net_spec, "Specify shared for ActorCritic in net_spec"
         self.shared = self.net_spec["shared"]
         actor_net_spec = self.net_spec.copy()
         critic_net_spec = self.net_spec.copy()
+        for k in self.net_spec:
+            if "actor_" in k:
+                actor_net_spec[k.replace("actor_", "")] = actor_net_spec.pop(k)
+                critic_net_spec.pop(k)
+            if "critic_" in k:
+                critic_net_spec[k.replace("critic_", "")] = critic_net_spec.pop(k)
+                actor_net_spec.pop(k)
         if critic_net_spec["use_same_optim"]:
             critic_net_spec = actor_net_spec
         NetClass = getattr(net, actor_net_spec["type"])
-        self.net = NetClass(actor_net_spec)
+        self.net = NetClass(actor_net_spec, self.agent.state_dim, self.agent.action_dim)
+        if not self.shared:
+            CriticNetClass = getattr(net, critic_net_spec["type"])
+            self.critic_net = CriticNetClass(critic_net_spec, self.agent.state_dim, 1)
+            self.critic_optim = net_util.get_optim(self.critic_net, self.critic_net.optim_spec)
+        self.optim = net_util.get_optim(self.net, self.net.optim_spec)
+
+    def sample(self):
+        return self.agent.memory.sample()
+
+    def calc_pdparam_v(self, batch):
+        pdparams = self.net(batch["states"])
+        v_preds = pdparams if self.shared else self.critic_net(batch["states"])
+        return pdparams, v_preds
 
     def calc_val_loss(self, v_preds, v_targets):
-        val_loss = self.val_loss_coef * self.net.loss_fn(v_preds, v_targets)
+        if self.normalize_v_targets:
+            v_std = v_targets.std() + 1e-8
+            val_loss = self.val_loss_coef * self.net.loss_fn(v_preds / v_std, v_targets / v_std)
+        else:
+            val_loss = self.val_loss_coef * self.net.loss_fn(v_preds, v_targets)
         return val_loss
+'''
+
+ALGORITHM_BASE = '''
+class Algorithm:
+    def __init__(self, agent, global_nets=None):
+        self.agent = agent
+        self.algorithm_spec = agent.agent_spec["algorithm"]
+        self.name = self.algorithm_spec["name"]
+        self.memory_spec = agent.agent_spec["memory"]
+        self.net_spec = agent.agent_spec["net"]
+        self.init_algorithm_params()
+        self.init_nets(global_nets)
+'''
+
+ALGORITHM_INIT = '''
+from .actor_critic import *
+from .ppo import *
 '''
 
 POLICY_UTIL = '''
 from torch import distributions
+import numpy as np
 import torch
+
+from slm_lab.lib import math_util, util
 
 ACTION_PDS = {
     "continuous": ["Normal", "Beta"],
@@ -287,6 +360,16 @@ def init_action_pd(ActionPD, pdparam):
     loc, scale = pdparam
     scale = torch.clamp(scale, min=-4, max=1).exp()
     return ActionPD(loc=loc, scale=scale)
+
+
+class VarScheduler:
+    def __init__(self, var_decay_spec=None):
+        self._updater_name = "no_decay" if var_decay_spec is None else var_decay_spec["name"]
+        self._updater = getattr(math_util, self._updater_name)
+        util.set_attr(self, dict(start_val=np.nan))
+        util.set_attr(self, var_decay_spec, ["start_val", "end_val", "start_step", "end_step"])
+        if not getattr(self, "end_val", None):
+            self.end_val = self.start_val
 '''
 
 ARC_NET = '''
@@ -329,6 +412,11 @@ class ArcNet(Net, nn.Module):
         )
         arc = net_spec.get("arc")
         self.tails, self.log_std = net_util.build_tails(arc, out_dim, None, self.log_std_init)
+        self.loss_fn = net_util.get_loss_fn(self, self.loss_spec)
+'''
+
+NET_INIT = '''
+from slm_lab.agent.net.arc_net import *
 '''
 
 NET_UTIL_WITH_MIN = '''
@@ -343,6 +431,25 @@ setattr(torch.optim, "GlobalAdam", optimizer.GlobalAdam)
 class NoOpLRScheduler:
     def __init__(self, optim):
         self.optim = optim
+
+
+def get_nn_name(uncased_name):
+    for nn_name in nn.__dict__:
+        if uncased_name.lower() == nn_name.lower():
+            return nn_name
+    raise ValueError(f"Name {uncased_name} not found in torch.nn")
+
+
+def get_loss_fn(cls, loss_spec):
+    LossClass = getattr(nn, get_nn_name(loss_spec["name"]))
+    loss_kwargs = {k: v for k, v in loss_spec.items() if k != "name"}
+    return LossClass(**loss_kwargs)
+
+
+def get_optim(net, optim_spec):
+    OptimClass = getattr(torch.optim, optim_spec["name"])
+    optim_kwargs = {k: v for k, v in optim_spec.items() if k != "name"}
+    return OptimClass(net.parameters(), **optim_kwargs)
 
 
 def get_lr_scheduler(optim, lr_scheduler_spec, steps_per_schedule=1):
@@ -392,6 +499,11 @@ import torch.nn as nn
 
 
 class Net:
+    def __init__(self, net_spec, in_dim, out_dim):
+        self.net_spec = net_spec
+        self.in_dim = in_dim
+        self.out_dim = out_dim
+
     def train_step(self, loss, optim, lr_scheduler=None):
         optim.zero_grad()
         loss.backward()
@@ -427,16 +539,33 @@ def calc_gaes(rewards, terminateds, v_preds, gamma, lam):
     return gaes
 
 
+def venv_pack(batch_tensor, num_envs):
+    return batch_tensor.view([-1, num_envs] + list(batch_tensor.shape)[1:])
+
+
 def no_decay(start_val, end_val, start_step, end_step, step):
     return start_val
 
 
 def linear_decay(start_val, end_val, start_step, end_step, step):
-    return start_val
+    if step < start_step:
+        return start_val
+    slope = (end_val - start_val) / (end_step - start_step)
+    return max(slope * (step - start_step) + start_val, end_val)
 '''
 
-ML_UTIL = '''
+UTIL = '''
 import numpy as np
+
+
+def set_attr(obj, attr_dict, keys=None):
+    if attr_dict is None:
+        return obj
+    if keys is not None:
+        attr_dict = {k: attr_dict[k] for k in keys if k in attr_dict}
+    for attr, val in attr_dict.items():
+        setattr(obj, attr, val)
+    return obj
 
 
 def split_minibatch(batch, mb_size):
@@ -450,7 +579,14 @@ def split_minibatch(batch, mb_size):
 '''
 
 ENV_INIT = '''
+from gymnasium.wrappers.vector import NormalizeObservation as VectorNormalizeObservation
+from gymnasium.wrappers.vector import TransformReward as VectorTransformReward
+import gymnasium as gym
+
+from slm_lab.env.wrappers import ClockWrapper, VectorClipObservation
 from slm_lab.lib import util
+
+RESERVED = {"name", "num_envs", "max_t", "max_frame", "normalize_obs", "clip_obs", "reward_scale", "device"}
 
 
 def _set_env_attributes(env, spec):
@@ -459,7 +595,12 @@ def _set_env_attributes(env, spec):
 
 
 def _make_playground_env(name, num_envs, normalize_obs, clip_obs, device=None, reward_scale=1.0):
-    env = PlaygroundVecEnv(name, num_envs)
+    try:
+        from slm_lab.env.playground import PlaygroundVecEnv
+        from slm_lab.env.wrappers import TorchNormalizeObservation
+    except ImportError:
+        raise ImportError("playground/ envs need MuJoCo Playground")
+    env = PlaygroundVecEnv(name.removeprefix("playground/"), num_envs)
     if reward_scale != 1.0:
         env = VectorTransformReward(env, lambda r: r * reward_scale)
     if device is not None and normalize_obs:
@@ -479,10 +620,33 @@ def make_env(spec):
     normalize_obs = env_spec.get("normalize_obs", False)
     clip_obs = env_spec.get("clip_obs", 10.0 if normalize_obs else None)
     reward_scale = env_spec.get("reward_scale", 1.0)
+    device = env_spec.get("device")
+    if device is None or device == "auto":
+        import torch
+        device = "cuda" if torch.cuda.is_available() else None
     if not name.startswith("playground/"):  # other envs take the remaining keys as kwargs
         make_kwargs = {k: v for k, v in env_spec.items() if k not in RESERVED}
         return gym.make(name, **make_kwargs)
-    return _make_playground_env(name, num_envs, normalize_obs, clip_obs, reward_scale=reward_scale)
+    env = _make_playground_env(name, num_envs, normalize_obs, clip_obs, device=device, reward_scale=reward_scale)
+    _set_env_attributes(env, spec)
+    return ClockWrapper(env, env_spec.get("max_frame"))
+'''
+
+PLAYGROUND = '''
+import numpy as np
+
+
+class PlaygroundVecEnv:
+    def __init__(self, env_name, num_envs, device=None):
+        self._env_name = env_name
+        self.num_envs = num_envs
+        self._device = device
+
+    def step(self, actions):
+        self._state = self._jit_step(self._state, actions)
+        rewards = np.asarray(self._state.reward).astype(np.float32)
+        dones = np.asarray(self._state.done).astype(bool)
+        return self._state.obs, rewards, dones, dones, {}
 '''
 
 WRAPPERS = '''
@@ -490,6 +654,22 @@ class TorchNormalizeObservation:
     def __init__(self, env, epsilon: float = 1e-6):
         self.env = env
         self.epsilon = epsilon
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        return (obs - 0.0) / self.epsilon, rewards, terminated, truncated, info
+
+
+class VectorClipObservation:
+    def __init__(self, env, bound):
+        self.env = env
+        self.bound = bound
+
+
+class ClockWrapper:
+    def __init__(self, env, max_frame):
+        self.env = env
+        self.max_frame = max_frame
 '''
 
 
@@ -498,16 +678,20 @@ def repo_files(net_util: str = NET_UTIL_WITH_MIN) -> dict[str, str]:
     return {
         SPEC_PATH: SPEC,
         JSON_SPEC_PATH: JSON_SPEC,
+        "slm_lab/agent/algorithm/__init__.py": ALGORITHM_INIT,
+        "slm_lab/agent/algorithm/base.py": ALGORITHM_BASE,
         "slm_lab/agent/algorithm/ppo.py": PPO,
         "slm_lab/agent/algorithm/actor_critic.py": ACTOR_CRITIC,
         "slm_lab/agent/algorithm/policy_util.py": POLICY_UTIL,
+        "slm_lab/agent/net/__init__.py": NET_INIT,
         "slm_lab/agent/net/arc_net.py": ARC_NET,
         "slm_lab/agent/net/net_util.py": net_util,
         "slm_lab/agent/net/base.py": NET_BASE,
         "slm_lab/agent/memory/onpolicy.py": ONPOLICY,
         "slm_lab/lib/math_util.py": MATH_UTIL,
-        "slm_lab/lib/ml_util.py": ML_UTIL,
+        "slm_lab/lib/util.py": UTIL,
         "slm_lab/env/__init__.py": ENV_INIT,
+        "slm_lab/env/playground.py": PLAYGROUND,
         "slm_lab/env/wrappers.py": WRAPPERS,
     }
 

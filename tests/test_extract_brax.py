@@ -64,9 +64,11 @@ def test_defaults_give_every_key_from_the_code(repos):
         "advantage_normalization_scope": "minibatch",
         "learning_rate": 3e-4, "lr_schedule": "constant", "lr_final_factor": 1.0, "lr_decay_steps": None,
         "adam_eps": 1e-8, "max_grad_norm": None, "entropy_coef": 1e-3, "entropy_schedule": "constant",
+        "entropy_coef_final": 1e-3,
         "action_distribution": "tanh_normal", "std_state_dependent": True, "std_transform": "softplus",
         "std_min": 0.001, "std_max": None, "policy_hidden_layers": [64, 64], "activation": "silu",
         "kernel_init": "lecun_uniform", "shared_network": False, "clip_epsilon": 0.2,
+        "clip_epsilon_schedule": "constant", "clip_epsilon_final": 0.2,
     }
     assert old.scope == {"family": None, "env": None}
     assert old.facts["obs_norm_method"].declared == "welford"  # the statistics kept, unused
@@ -213,7 +215,11 @@ def test_refactored_function_is_a_finding_not_a_crash(repos):
     assert any("unrolls_per_update" in f.message and fx.TRAIN in f.message and repos["brax_shas"][2] in f.message
                for f in missing)
     for gone in ("unrolls_per_update", "transitions_per_update", "epochs_per_update"):
-        assert gone not in refactored.facts
+        fact = refactored.facts[gone]  # still there: null, saying why, with a finding for the key
+        assert fact.value is None and "training_step() not found in train()" in (fact.unknown or "")
+        assert [f.message for f in missing if f.key == gone] == [fact.unknown]
+        assert fact.to_json()["unknown"] == fact.unknown and fact.to_json()["value"] is None
+    assert set(refactored.facts) == set(KEYS)
     assert refactored.value("learning_rate") == 2e-3 and refactored.value("value_loss_coef") == pytest.approx(0.4)
     assert refactored.value("num_envs") == 64 and refactored.value("minibatches_per_epoch") == 8
 

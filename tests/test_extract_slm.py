@@ -196,7 +196,8 @@ def test_policy_and_net_code_facts(slm_repo):
     assert facts["advantage_normalization_scope"].value == "minibatch"
     assert facts["obs_norm_std_eps"].value == 1e-6
     assert facts["obs_clip"].value is None  # GPU path: no clip
-    assert facts["reward_scale"].value == 1.0 and facts["reward_scale_site"].value == "env"
+    # reward_scale absent: make_env applies no TransformReward (the `!= 1.0` branch is not taken)
+    assert facts["reward_scale"].value == 1.0 and facts["reward_scale_site"].value == "none"
 
 
 def test_scheduler_defined_gives_linear_decay_to_min_factor(slm_repo):
@@ -223,7 +224,8 @@ def test_constant_lr_reward_scale_and_no_grad_clip(slm_repo):
     assert facts["lr_schedule"].value == "constant" and facts["lr_final_factor"].value == 1.0
     assert facts["reward_scale"].value == 10.0
     assert facts["max_grad_norm"].value is None
-    assert "entropy_coef" not in facts  # no entropy_coef_spec: nothing to report
+    for key in ("entropy_coef", "entropy_schedule", "entropy_coef_final"):  # no entropy_coef_spec: said so
+        assert facts[key].value is None and "entropy_coef_spec is not set" in facts[key].unknown
     assert facts["value_loss_coef"].value == 0.75  # the code default
     assert facts["clip_epsilon"].value == 0.3
 

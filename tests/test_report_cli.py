@@ -11,6 +11,7 @@ import pytest
 from brax_diff.cli import main
 from brax_diff.cli import report as report_cli
 from brax_diff.errors import BraxDiffError, SpecError
+from brax_diff.facts import Finding
 from brax_diff.render import render_rules_markdown
 from brax_diff.rules import load_rules
 from gitfixture import add_commit, make_repo
@@ -45,8 +46,12 @@ class FakeBrax:
         raise BraxDiffError(f"unknown environment {env!r}")
 
     def _extraction(self, family, env, extra):
-        x = brax_extraction({**_overrides(self.brax, "params.txt"), **extra}, family=family, env=env,
-                            sha=self.brax.sha)
+        overrides = {**_overrides(self.brax, "params.txt"), **extra}
+        unknown = overrides.pop("unknown", [])  # keys the fake cannot read at this commit
+        x = brax_extraction(overrides, family=family, env=env, sha=self.brax.sha)
+        for key in unknown:
+            x.unknown(key, f"{key}: shape not found", Finding("pattern_not_found", "WARNING",
+                                                              f"{key}: shape not found", (), key))
         x.sources = {"brax": self.brax.info(), "playground": self.playground.info()}
         return x
 
@@ -298,3 +303,18 @@ def test_verification_verdicts_join_the_report_with_plot_links(workspace, capsys
         assert run(workspace, "--family", "dm_control", "--verification", str(verify_dir / "bad.json")) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: --verification") and why in err and err.count("\n") == 1
+
+
+def test_strict_fails_on_an_unknown_key_and_the_report_shows_it_as_unknown(workspace, capsys):
+    assert run(workspace, "--family", "dm_control", "--strict") == 0
+    add_commit(workspace["repos"] / "brax", {"params.txt": 'clip_epsilon = 0.3\nunknown = ["value_loss_coef"]\n'})
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control") == 0  # without --strict an unknown is reported, not fatal
+    data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())
+    cell = next(d for d in data["differences"] if d["key"] == "value_loss_coef")
+    assert (cell["status"], cell["severity"], cell["fix"]) == ("unknown", None, None)
+    assert data["summary"]["unknown"] == 1
+    md = (workspace["work"] / "reports" / "dm_control.md").read_text()
+    assert "| unknown | 1 | [`value_loss_coef`]" in md and "**unknown**" in md
+    assert run(workspace, "--family", "dm_control", "--strict") == 1
+    assert "--strict: 1 compared key(s) unknown: dm_control: value_loss_coef" in capsys.readouterr().err

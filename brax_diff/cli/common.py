@@ -41,6 +41,35 @@ def user_mapping(path: str | None) -> dict | None:
     return load_mapping(path)
 
 
+class StrictFailure(BraxDiffError):
+    """--strict and something the tool could not read (or an ERROR): exit 1 after the output."""
+
+    exit_code = 1
+
+
+def fail_strict(extractions: Iterable[Extraction], errors: bool = False) -> None:
+    """``--strict``: exit 1 on an unknown key (and, with ``errors``, on an ERROR finding)."""
+    extractions = list(extractions)
+    unknown = [(e, k) for e in extractions for k in e.unknown_keys()]
+    if unknown:
+        keys = sorted({k for _, k in unknown})
+        first = unknown[0][0].facts[unknown[0][1]].unknown
+        raise StrictFailure(f"--strict: {len(keys)} key(s) unknown ({', '.join(keys[:6])}"
+                            f"{', ...' if len(keys) > 6 else ''}); first: {first}")
+    failing = [f for e in extractions for f in e.findings if f.severity == "ERROR"] if errors else []
+    if failing:
+        raise StrictFailure(f"--strict: {len(failing)} ERROR finding(s); first: {failing[0].kind}: "
+                            f"{failing[0].message}")
+
+
+def print_verdicts(verdicts: list[tuple[str, bool, str | None]], ref: str) -> None:
+    """One line per variant: whether it can train at the ref, and if not why."""
+    console = stdout_console()
+    console.print(f"Can each variant train at {ref}?", markup=False)
+    for name, ok, why in verdicts:
+        console.print(f"{name}: trains" if ok else f"{name}: fails: {why}", markup=False)
+
+
 def print_json(data) -> None:
     sys.stdout.write(dumps(data))
 
@@ -66,7 +95,7 @@ def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
             where = ", ".join(f"{p.path}:{p.line}" for p in fact.provenance[:3])
             if len(fact.provenance) > 3:
                 where += f" (+{len(fact.provenance) - 3})"
-            value = format_value(fact.value)
+            value = "unknown" if fact.is_unknown else format_value(fact.value)
             if fact.declared is not None and fact.declared != fact.value:
                 value += f" (declared {format_value(fact.declared)})"
             table.add_row(key, value, where)

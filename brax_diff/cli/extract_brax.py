@@ -11,7 +11,7 @@ import typer
 from ..config import load_settings
 from ..errors import BraxDiffError
 from ..session import head_warnings, open_snapshots
-from .common import FORMATS, print_extractions
+from .common import FORMATS, fail_strict, print_extractions
 
 
 class StrictFailure(BraxDiffError):
@@ -37,7 +37,8 @@ def extract_brax(
     env: Optional[str] = typer.Option(None, "--env", help="One registered Playground environment."),
     defaults: bool = typer.Option(False, "--defaults", help="train()/make_ppo_networks() signature defaults only."),
     fmt: str = typer.Option("table", "--format", help="table | json."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a code pattern was not found at a ref."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a code pattern was not found at a ref "
+                                "(a key is unknown)."),
 ) -> None:
     """Brax's effective PPO settings, read from the code at the given refs."""
     from extractors.brax import BraxExtractor  # library import kept out of CLI start-up
@@ -66,3 +67,5 @@ def extract_brax(
     missing = sorted({f.message for e in extractions for f in e.findings if f.kind == "pattern_not_found"})
     if strict and missing:
         raise StrictFailure(f"--strict: {len(missing)} code pattern(s) not found; first: {missing[0]}")
+    if strict:
+        fail_strict(extractions)

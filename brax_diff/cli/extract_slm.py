@@ -10,7 +10,7 @@ import typer
 from ..config import load_settings
 from ..errors import BraxDiffError
 from ..session import head_warnings, open_snapshots
-from .common import FORMATS, parse_sets, print_extractions
+from .common import FORMATS, fail_strict, parse_sets, print_extractions, print_verdicts
 
 
 def extract_slm(
@@ -29,10 +29,11 @@ def extract_slm(
     mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
                                           "replacing the shipped one."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any ERROR finding is reported."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any ERROR finding is reported or any "
+                                "key is unknown."),
 ) -> None:
     """Resolve a spec variant as SLM-Lab does and map it onto the canonical keys."""
-    from extractors.slm import SlmExtractor, load_mapping  # library import kept out of CLI start-up
+    from extractors.slm import SlmExtractor, load_mapping, trains  # library import kept out of CLI start-up
 
     if fmt not in FORMATS:
         raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -50,10 +51,12 @@ def extract_slm(
     for extraction in extractions:  # name the work-tree files read, now that all were read
         extraction.sources = {"slm": snapshot.info()}
     print_extractions(extractions, fmt)
+    if fmt == "table":
+        print_verdicts([(e.scope["variant"], *trains(e)) for e in extractions], snapshot.ref)
     for line in head_warnings(snapshots):
         print(f"warning: {line}", file=sys.stderr)
-    if strict and any(f.severity == "ERROR" for e in extractions for f in e.findings):
-        raise SystemExit(1)  # main() returns a click Exit's code unseen in non-standalone mode
+    if strict:
+        fail_strict(extractions, errors=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,7 @@
 """`brax-diff report` (the comparison report) and `brax-diff rules` (the rule table).
 
 Both only parse flags, call the library (``brax_diff.render``, ``brax_diff.rules``) and
-print. Exit codes: 0 done; 1 ``--check`` found stale files or ``--fail-on`` found a
+print. Exit codes: 0 done; 1 ``--check`` found stale files, ``--strict`` found an unknown key, or ``--fail-on`` found a
 difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 """
 
@@ -113,6 +113,8 @@ def report_command(
                                           "to this file, e.g. a pull request's body."),
     fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
                                           "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a compared key is unknown on either side "
+                                "(the code's shape at a ref is not read)."),
     verification: Optional[str] = typer.Option(None, "--verification",
                                                help="A verify.json from `brax-diff verify`: its verdicts join "
                                                "the report."),
@@ -153,12 +155,14 @@ def report_command(
         story.warn(line)
     rendered = [file for result in results for file in result.files]
     models = {path: result.model for result in results for path, _ in result.files}
-    failing = []
+    failing, unknown = [], []
     for result in results:
         story.summary(result.model)
         if threshold:
             failing += [f"{result.name}: {d['key']} ({d['severity']})"
                         for d in worst_at_or_above(result.model, threshold)]
+        if strict:
+            unknown += [f"{result.name}: {d['key']}" for d in result.model["differences"] if d["status"] == "unknown"]
 
     stale: list[Path] = []
     if check:
@@ -190,6 +194,9 @@ def report_command(
                 story.wrote(path)
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
+    if unknown:
+        raise CheckFailed(f"--strict: {len(unknown)} compared key(s) unknown: " + "; ".join(unknown[:8])
+                          + ("; ..." if len(unknown) > 8 else ""))
 
 
 @dataclass

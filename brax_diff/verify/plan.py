@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from ..errors import BraxDiffError
 from ..facts import Extraction, dumps
 from ..vocabulary import KEYS, canonical_activation
-from .settings import (DERIVED_KEYS, UNSUPPORTED_KEYS, TrainerSettings, apply_fact, expressible,
+from .settings import (DERIVED_KEYS, FIELDS, UNSUPPORTED_KEYS, TrainerSettings, apply_fact, expressible,
                        settings_from_facts)
 
 DEFAULT_ENV = "CartpoleBalance"
@@ -296,10 +296,18 @@ def _fmt(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
+def known_values(extraction: Extraction) -> dict[str, Any]:
+    """The facts an extractor could read: an unknown key is left out (its null is not "none")."""
+    return {k: f.value for k, f in extraction.facts.items() if not f.is_unknown}
+
+
 def _classify(env: str, key: str, slm: Extraction, brax: Extraction) -> Ablation:
     slm_fact, brax_fact = slm.facts.get(key), brax.facts.get(key)
     slm_value = None if slm_fact is None else slm_fact.value
     brax_value = None if brax_fact is None else brax_fact.value
+    for side, fact in (("SLM-Lab", slm_fact), ("Brax", brax_fact)):
+        if fact is not None and fact.is_unknown:
+            return Ablation(env, key, slm_value, brax_value, "unknown", f"{side} value unknown: {fact.unknown}")
     if slm_fact is None or brax_fact is None:
         side = "SLM-Lab" if slm_fact is None else "Brax"
         return Ablation(env, key, slm_value, brax_value, "missing", f"no {side} value")
@@ -412,8 +420,13 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         b, s = _per_env(brax, env, "brax"), _per_env(slm, env, "slm")
         for extraction in (b, s):
             sources.update({name: info.to_json() for name, info in extraction.sources.items()})
-        slm_values = {k: f.value for k, f in s.facts.items()}
-        brax_values = {k: f.value for k, f in b.facts.items()}
+        slm_values, brax_values = known_values(s), known_values(b)
+        unreadable = sorted(k for k in s.unknown_keys()
+                            if k in FIELDS and k not in overrides and k != "lr_decay_steps")  # _check_schedule says it
+        if unreadable:
+            reasons = "; ".join(s.facts[k].unknown for k in unreadable[:3])
+            raise BraxDiffError(f"{env}: the baseline needs SLM-Lab's {', '.join(unreadable)}, unknown at this ref "
+                                f"({reasons}); give the value to train with: --set {unreadable[0]}=VALUE")
         baseline, defaults = _settings_for(slm_values, num_envs, overrides)
         _check_schedule(env, baseline)
         baselines[env] = baseline

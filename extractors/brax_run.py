@@ -1,0 +1,202 @@
+"""Brax's ``train()`` and ``compute_ppo_loss()`` run by the data-flow engine for one scope.
+
+:class:`TrainRun` calls ``train(**scope)`` abstractly (:mod:`extractors.flow`): the scope's
+settings go in as values carrying their lines, the body runs statement by statement, so
+a parameter reassigned inside ``train()`` is seen with its new value, and a ``raise`` every
+run reaches (``episode_length`` missing, a batch the devices cannot split) is a failure
+with its line. The calls readers care about are recorded (the ``functools.partial`` that
+binds the loss, the ``optax.adam`` call, the scans); :meth:`loss` then runs the bound
+loss once with symbolic data, so the value loss, the reward scaling and the clip range
+are read from the arithmetic that computes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from brax_diff.facts import Provenance
+
+from .brax_scope import Code, Scope, Setting
+from .flow import CallRecord, Engine, Frame, Function, Loader, Partial, Raised, V, const, is_const, plain, sym
+from .pyast import call_kwargs
+
+TRAIN_MODULE = "brax.training.agents.ppo.train"
+# Calls the Brax readers look at (last name component).
+WATCH = frozenset({"partial", "scan", "adam", "clip_by_global_norm", "compute_gae", "clip", "quantile_huber_loss",
+                   "generate_unroll", "chain"})
+
+
+def setting_value(setting: Setting) -> V:
+    """A scope setting as an engine value with its lines (a non-literal stays symbolic)."""
+    if isinstance(setting.value, Code):
+        return sym("param", setting.value.text, lines=setting.provenance)
+    return const(setting.value, setting.provenance)
+
+
+def _parameters(function: Function) -> list[cst.Param]:
+    params = function.node.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def open_arguments(function: Function, given: set[str], positional: int = 0) -> dict[str, V]:
+    """Symbolic values for the parameters a run leaves open (no default, not given)."""
+    out = {}
+    for index, param in enumerate(_parameters(function)):
+        name = param.name.value
+        if index < positional or name in given or param.default is not None:
+            continue
+        out[name] = sym("param", name)
+    return out
+
+
+class TrainRun:
+    """One abstract run of ``train()`` with a scope's parameters."""
+
+    def __init__(self, snapshot, scope: Scope) -> None:
+        self.snapshot = snapshot
+        self.engine = Engine(Loader(snapshot, ("brax",)), watch=WATCH)
+        self.frame: Frame | None = None
+        self.function: Function | None = None
+        self.failures: list[Raised] = []
+        self.calls: list[CallRecord] = []
+        self._nested: dict[int, Frame | None] = {}
+        self._loss: tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None] | None = None
+        module = self.engine.module(TRAIN_MODULE)
+        found = self.engine.lookup(module, "train") if module is not None else None
+        if found is None or not isinstance(found.data, Function):
+            return
+        self.module = module
+        self.function = found.data
+        accepted = {p.name.value for p in _parameters(self.function)}
+        kwargs = {name: setting_value(s) for name, s in scope.items() if name in accepted}
+        kwargs.update(open_arguments(self.function, set(kwargs)))
+        _, self.frame = self.engine.run(found, **kwargs)
+        self.failures = self.engine.definite_failures()
+        self.calls = list(self.engine.calls)
+
+    # -- what train() left behind ----------------------------------------------------------------
+    def local(self, name: str) -> V | None:
+        """A name's value when train() ends (after any reassignment)."""
+        if self.frame is None:
+            return None
+        return self.frame.locals.get(name)
+
+    def effective(self, scope: Scope) -> Scope:
+        """The scope as train() leaves it: a parameter reassigned in the body takes its new
+        value (with the lines of the reassignment); one that becomes something the engine
+        cannot compute is no literal any more."""
+        out = dict(scope)
+        if self.frame is None:
+            return out
+        for name, setting in scope.items():
+            local = self.frame.locals.get(name)
+            if local is None or isinstance(setting.value, Code):
+                continue
+            if is_const(local):
+                value = plain(local)
+                if _same(value, setting.value):
+                    continue
+                out[name] = Setting(value, tuple(sorted(set(setting.provenance) | set(local.lines))),
+                                    "reassigned in train()")
+            else:
+                from .flow import why_not_constant
+                out[name] = Setting(Code(f"{name} in train(): {why_not_constant(local)}"),
+                                    setting.provenance, "reassigned in train()")
+        return out
+
+    def nested_frame(self, node: cst.FunctionDef) -> Frame | None:
+        """The frame of a function nested in train() (``training_step``), run once with
+        symbolic arguments; None when train() does not bind it."""
+        if self.frame is None:
+            return None
+        key = id(node)
+        if key not in self._nested:
+            found = next((v for v in self.frame.locals.values()
+                          if isinstance(v.data, Function) and v.data.node is node), None)
+            frame = None
+            if found is not None:
+                _, frame = self.engine.run(found, **open_arguments(found.data, set()))
+            self._nested[key] = frame if frame is not None else self.frame
+        return self._nested[key]
+
+    def evaluate(self, node: cst.CSTNode, frame: Frame | None = None) -> V | None:
+        frame = frame or self.frame
+        return None if frame is None else self.engine.eval_in(frame, node)
+
+    def records(self, name: str) -> list[CallRecord]:
+        return [c for c in self.calls if c.name == name]
+
+    def at(self, record: CallRecord) -> Provenance:
+        return self.snapshot.where(record.path, record.line)
+
+    # -- the loss ----------------------------------------------------------------------------------
+    def loss_binding(self) -> CallRecord | None:
+        """The ``functools.partial(compute_ppo_loss, ...)`` train() makes."""
+        for record in self.records("partial"):
+            if record.args and isinstance(record.args[0].data, Function) and \
+                    record.args[0].data.name == "compute_ppo_loss":
+                return record
+        return None
+
+    def loss(self) -> tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None]:
+        """compute_ppo_loss run once with the arguments train() binds and symbolic data:
+        its final frame, the calls it made, the function and the binding record."""
+        if self._loss is None:
+            binding = self.loss_binding()
+            if binding is None:
+                self._loss = (None, [], None, None)
+                return self._loss
+            function: Function = binding.args[0].data
+            positional = list(binding.args[1:])
+            kwargs = dict(binding.kwargs)
+            kwargs.update(open_arguments(function, set(kwargs), len(positional)))
+            before = len(self.engine.calls)
+            _, frame = self.engine.run(V(function), *positional, **kwargs)
+            self._loss = (frame, list(self.engine.calls[before:]), function, binding)
+        return self._loss
+
+    def loss_scope(self) -> Scope | None:
+        """compute_ppo_loss's parameters as train() binds them: defaults < bound keywords."""
+        _, _, function, binding = self.loss()
+        if function is None or binding is None:
+            return None
+        scope: Scope = {}
+        for name, value in function.defaults.items():
+            scope[name] = _as_setting(value, (), "compute_ppo_loss() default")
+        arguments = call_kwargs(binding.node)
+        for name, value in binding.kwargs.items():
+            where = ()
+            if name in arguments:
+                where = (self.snapshot.where(binding.path, self.module.source.line(arguments[name])),)
+            scope[name] = _as_setting(value, where, "bound by train()")
+        return scope
+
+    def argument(self, record: CallRecord, name: str, index: int) -> V | None:
+        """The argument a call passed for parameter ``name`` (keyword, else position ``index``)."""
+        if name in record.kwargs:
+            return record.kwargs[name]
+        callee = record.callee.data
+        if isinstance(callee, Function):
+            names = [p.name.value for p in _parameters(callee)]
+            if name in names:
+                index = names.index(name)
+        return record.args[index] if 0 <= index < len(record.args) else None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _as_setting(value: V, where: tuple, origin: str) -> Setting:
+    if is_const(value):
+        data = plain(value)
+        return Setting(data, tuple(sorted(set(value.lines) | set(where))), origin)
+    from .flow import describe
+    return Setting(Code(describe(value)), tuple(sorted(set(value.lines) | set(where))), origin)
+
+
+__all__ = ["TrainRun", "setting_value", "open_arguments", "Partial"]

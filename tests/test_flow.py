@@ -1,0 +1,199 @@
+"""The data-flow engine (extractors/flow.py) on small hand-written modules."""
+
+from __future__ import annotations
+
+import pytest
+
+from brax_diff.sources import Repository
+from extractors import flow
+from extractors.flow import Engine, Loader, const, describe, linear, plain, sym
+from gitfixture import make_repo
+
+CONFIG = '''
+import math
+
+import torch
+from pkg import helpers
+from pkg.helpers import *
+
+SCALE = 2 * 0.25
+
+
+def set_attr(obj, attr_dict, keys=None):
+    if attr_dict is None:
+        return obj
+    if keys is not None:
+        attr_dict = {k: attr_dict[k] for k in keys if k in attr_dict}
+    for attr, val in attr_dict.items():
+        setattr(obj, attr, val)
+    return obj
+
+
+class Base:
+    def __init__(self, spec):
+        self.spec = spec
+        self.setup()
+
+    def setup(self):
+        self.base_ran = True
+
+
+class Algo(Base):
+    def setup(self):
+        super().setup()
+        set_attr(self, dict(coef=1.0, size=4))
+        set_attr(self, self.spec, ["coef", "size", "horizon"])
+        if self.size % 8 != 0:
+            self.size = math.ceil(self.size / 8) * 8
+        self.eps = helpers.twice(self.spec.get("eps", 0.1))
+
+    def loss(self, pred, target):
+        return 2 * self.coef * self.loss_fn(pred, target)
+
+    def train(self):
+        return "first"
+
+    def train(self):
+        return "second"
+
+
+def chain(x):
+    y = x * 0.5
+    y = y * SCALE
+    y += 1
+    return y
+
+
+def branches(flag):
+    if torch.cuda.is_available():
+        value = 1
+    else:
+        value = 2
+    if flag:
+        same = 3
+    else:
+        same = 3
+    return value, same
+
+
+def checks(spec):
+    assert "shared" in spec, "Specify shared"
+    return spec["shared"]
+
+
+def maybe(spec):
+    if torch.cuda.is_available():
+        raise ValueError("only on some machines")
+    return spec["k"]
+
+
+def losses(v_error, vf):
+    v_loss = v_error * v_error
+    v_loss = torch.mean(v_loss) * vf
+    v_loss = v_loss * 0.5
+    return v_loss
+
+
+def from_star():
+    return star_value
+'''
+
+HELPERS = '''
+star_value = 7
+
+
+def twice(x):
+    return 2 * x
+'''
+
+
+@pytest.fixture(scope="module")
+def engine_repo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("flow") / "repo"
+    shas = make_repo(path, [{"pkg/__init__.py": "", "pkg/config.py": CONFIG, "pkg/helpers.py": HELPERS,
+                             "ns/inner/mod.py": "VALUE = 3\n"}])
+    return Repository(path, "slm").resolve(shas[0])
+
+
+def new_engine(snapshot, **kwargs) -> tuple[Engine, flow.Module]:
+    engine = Engine(Loader(snapshot, ("pkg", "ns")), **kwargs)
+    return engine, engine.module("pkg.config")
+
+
+def test_constants_fold_through_statements_and_module_names(engine_repo):
+    engine, module = new_engine(engine_repo)
+    result = engine.call(engine.lookup(module, "chain"), const(3.0))
+    assert plain(result) == 3.0 * 0.5 * 0.5 + 1
+
+
+def test_constructor_binds_arguments_runs_super_and_follows_helpers(engine_repo):
+    engine, module = new_engine(engine_repo)
+    algo = engine.call(engine.lookup(module, "Algo"), const({"coef": 0.5, "size": 10, "horizon": 16, "eps": 0.2}))
+    attrs = {k: plain(v) for k, v in algo.data.attrs.items() if flow.is_const(v)}
+    assert attrs["coef"] == 0.5 and attrs["horizon"] == 16 and attrs["base_ran"] is True
+    assert attrs["size"] == 16  # rounded up to a multiple of 8 by the guard
+    assert attrs["eps"] == 0.4  # through a helper of another module
+
+
+def test_symbolic_values_keep_their_constant_factors(engine_repo):
+    engine, module = new_engine(engine_repo)
+    algo = engine.call(engine.lookup(module, "Algo"), const({"coef": 0.5}))
+    value = engine.call(engine.getattr(algo, "loss"), sym("param", "p"), sym("param", "t"))
+    parts = linear(value)
+    assert parts.coefficient == 1.0 and [describe(a) for a in parts.atoms] == ["Algo(...).loss_fn(p, t)"]
+    v_loss = engine.call(engine.lookup(module, "losses"), sym("param", "e"), const(0.5))
+    assert linear(v_loss).coefficient == 0.25  # `* vf` then `* 0.5` on the next line
+
+
+def test_the_last_def_is_the_one_python_keeps(engine_repo):
+    engine, module = new_engine(engine_repo)
+    algo = engine.call(engine.lookup(module, "Algo"), const({}))
+    assert plain(engine.call(engine.getattr(algo, "train"))) == "second"
+
+
+def test_undecided_condition_merges_both_paths(engine_repo):
+    engine, module = new_engine(engine_repo)
+    result = engine.call(engine.lookup(module, "branches"), sym("param", "flag"))
+    value, same = result.data
+    assert isinstance(value.data, flow.Phi) and sorted(plain(o) for o in value.data.options) == [1, 2]
+    assert "torch.cuda.is_available()" in value.data.why
+    assert plain(same) == 3  # both paths agree: no Phi
+
+
+def test_assumptions_decide_external_calls(engine_repo):
+    engine, module = new_engine(engine_repo, assume={"torch.cuda.is_available": False})
+    value, _ = engine.call(engine.lookup(module, "branches"), const(True)).data
+    assert plain(value) == 2
+
+
+def test_a_raise_every_run_reaches_is_a_definite_failure_with_its_line(engine_repo):
+    engine, module = new_engine(engine_repo)
+    engine.call(engine.lookup(module, "checks"), const({"type": "X"}))
+    failures = engine.definite_failures()
+    assert [f.kind for f in failures] == ["AssertionError", "KeyError"]
+    assert "Specify shared" in failures[0].message
+    assert failures[0].where.line == CONFIG.lstrip("\n").splitlines().index(
+        '    assert "shared" in spec, "Specify shared"') + 1
+
+
+def test_a_raise_only_some_paths_reach_is_not_definite(engine_repo):
+    engine, module = new_engine(engine_repo)
+    result = engine.call(engine.lookup(module, "maybe"), const({"k": 5}))
+    assert plain(result) == 5 and engine.definite_failures() == []
+    assert [f.definite for f in engine.failures] == [False]
+
+
+def test_star_imports_and_namespace_packages(engine_repo):
+    engine, module = new_engine(engine_repo)
+    assert plain(engine.call(engine.lookup(module, "from_star"))) == 7
+    namespace = engine.module("ns.inner.mod")
+    assert plain(engine.lookup(namespace, "VALUE")) == 3
+
+
+def test_lines_name_where_values_are_written_and_transformed(engine_repo):
+    engine, module = new_engine(engine_repo)
+    result = engine.call(engine.lookup(module, "chain"), const(3.0))
+    text = CONFIG.lstrip("\n").splitlines()
+    expected = {i + 1 for i, line in enumerate(text) if line.strip() in (
+        "SCALE = 2 * 0.25", "y = x * 0.5", "y = y * SCALE", "y += 1")}
+    assert {p.line for p in flow.all_lines(result)} == expected
