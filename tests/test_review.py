@@ -132,5 +132,7 @@ def test_an_upstream_commit_touching_no_file_read_changes_only_the_source_row(tm
     definitions = [line for line in changed if line.startswith("[")]
     assert definitions and all(line.startswith(f"[google/brax/{brax_fixtures.TRAIN}#L") for line in definitions)
     body = [line for line in changed if line not in definitions]
-    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 5, "\n".join(body)
-    assert all("`clip_epsilon`" in line and "0.22" in line for line in body[1:]), "\n".join(body)
+    # the source row, then clip_epsilon and clip_epsilon_final (the constant schedule's final value) in the
+    # summary, the recommended order, their topic and the per-environment matrix
+    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 9, "\n".join(body)
+    assert all("clip_epsilon" in line and "0.22" in line for line in body[1:]), "\n".join(body)

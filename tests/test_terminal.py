@@ -3,6 +3,7 @@ finding, then the files written; in a pipe, only the files written; with --quiet
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -62,7 +63,8 @@ def test_a_terminal_run_prints_the_summary_and_the_error_findings_then_the_files
     title = next(i for i, line in enumerate(lines) if line.startswith("dm_control: SLM-Lab variant ppo_fx; Brax main "))
     critical = next(i for i, line in enumerate(lines) if line.lstrip().startswith("CRITICAL"))
     assert re.match(r"^ ?CRITICAL\s+│\s+3 │ unrolls_per_update, transitions_per_update, discount$", lines[critical])
-    assert any(re.match(r"^ ?match\s+│\s+13 │$", line) for line in lines)
+    summary = json.loads((tmp_path / "reports" / "dm_control.json").read_text())["summary"]
+    assert any(re.match(rf"^ ?match\s+│\s+{summary['match']} │$", line) for line in lines)
     error = next(i for i, line in enumerate(lines) if line.startswith("ERROR "))
     assert lines[error].startswith("ERROR SLM-Lab spec_code_mismatch: agent.net.lr_scheduler_spec.name 'LinearToMin': "
                                    "get_lr_scheduler has no branch for it")
