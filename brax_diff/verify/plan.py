@@ -255,7 +255,8 @@ class Plan:
         for name, info in sorted(self.sources.items()):
             lines.append(f"  {name}: {info.get('repo', '')} @ {str(info.get('commit', ''))[:12]}")
         if self.overrides:
-            lines.append("  overrides on every PyTorch run: " + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
+            lines.append("  overrides on every run (canonical keys reach Brax's trainer too): "
+                         + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
         if self.spec_sets:
             lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
         for env in self.envs:
