@@ -36,6 +36,8 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from .compare import Difference, is_number, values_equal
 from .errors import ConfigError
+from .io import read_text
+from .limits import load_yaml, yaml_error_line
 from .vocabulary import KEYS, TOPIC_TITLES
 
 # Severities, most severe first. A match has none.
@@ -417,15 +419,12 @@ class RuleTable:
 
 
 def _read_yaml(path: Path) -> dict:
+    text = read_text(path, "rules file", ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"rules file {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, f"rules file {path}")
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
+        line = yaml_error_line(exc)
+        at = f" at line {line}" if line else ""
         raise ConfigError(f"rules file {path}: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
     if data is None:
         data = {}

@@ -17,13 +17,14 @@ from __future__ import annotations
 import fnmatch
 import math
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from brax_diff.errors import BraxDiffError, ConfigError, SpecError
 from brax_diff.facts import Extraction, Fact, Finding, Provenance
+from brax_diff.io import read_text
+from brax_diff.limits import load_yaml
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS, canonical_activation
 
@@ -55,16 +56,13 @@ TORCH_ADAM_LR = 1e-3  # torch.optim.Adam's default lr
 def load_mapping(path: str | None = None) -> dict:
     """The variant -> family/envs mapping: the shipped file, or the user's ``path``."""
     if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"mapping file {path}: {exc.strerror or exc}") from None
+        text = read_text(path, "mapping file", ConfigError)
         origin = path
     else:
         text = resources.files("brax_diff").joinpath("data/slm_mapping.yaml").read_text(encoding="utf-8")
         origin = "shipped slm_mapping.yaml"
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, f"mapping file {origin}")
     except yaml.YAMLError as exc:
         raise ConfigError(f"mapping file {origin}: invalid YAML: {str(exc).splitlines()[0]}") from None
     return validate_mapping(data, origin)

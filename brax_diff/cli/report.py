@@ -7,7 +7,6 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -20,7 +19,7 @@ from ..config import Settings, load_settings
 from ..factcache import FactCache
 from ..factcache import cache_root as fact_cache_root
 from ..errors import BraxDiffError
-from ..io import write_atomic
+from ..io import read_json, write_atomic
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
@@ -190,12 +189,25 @@ def report_command(
 
 
 def _read_verification(path: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BraxDiffError(f"--verification {path}: not a verify.json ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("verdicts"), dict):
+    """A verify.json, checked loosely: an object whose ``verdicts`` is a mapping or a list of
+    objects, each with a ``verdict`` (and, in a list, a ``key`` or ``arm``), and whose
+    ``runs``, when present, is a list of objects."""
+    data = read_json(path, "--verification")
+    verdicts = data.get("verdicts") if isinstance(data, dict) else None
+    if isinstance(verdicts, dict):
+        entries = [(str(k), v) for k, v in verdicts.items()]
+    elif isinstance(verdicts, list):
+        entries = [(f"verdicts[{i}]", v) for i, v in enumerate(verdicts)]
+    else:
         raise BraxDiffError(f"--verification {path}: not a verify.json (no verdicts)")
+    for where, verdict in entries:
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("verdict"), str):
+            raise BraxDiffError(f"--verification {path}: not a verify.json ({where} has no verdict)")
+        if isinstance(verdicts, list) and not any(isinstance(verdict.get(k), str) for k in ("key", "arm")):
+            raise BraxDiffError(f"--verification {path}: not a verify.json ({where} names no key or arm)")
+    runs = data.get("runs", [])
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise BraxDiffError(f"--verification {path}: not a verify.json (runs must be a list of objects)")
     return data
 
 
