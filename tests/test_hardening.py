@@ -4,8 +4,11 @@ extractors over fixture repositories."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +17,9 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.limits import MAX_NESTING
-from test_report_cli import run, snapshot_files, workspace  # noqa: F401 (workspace is a fixture)
+from gitfixture import add_commit
+from test_report_cli import run, snapshot_files
+from test_report_cli import workspace  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -196,3 +201,152 @@ def test_fact_cache_entries_of_the_wrong_structure_are_misses(workspace, capsys)
     entries[0].write_text("[" * 10000)
     assert run(workspace, "--family", "dm_control") == 0
     assert snapshot_files(reports) == first
+
+
+# -- writing reports ------------------------------------------------------------------------
+
+def listing(folder: Path) -> list[str]:
+    """Every name under ``folder``, hidden ones (staging, temporary files) included."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_output_names_with_dots_keep_their_stem(workspace, capsys):
+    # with_suffix made d/dm_control.v2.md overwrite d/dm_control.md and dm_control.json.
+    out = workspace["work"] / "d"
+    assert run(workspace, "--family", "dm_control", "--output", "d/dm_control.md") == 0
+    before = snapshot_files(out)
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    assert run(workspace, "--family", "dm_control", "--output", "d/dm_control.v2.md") == 0
+    assert listing(out) == ["dm_control.json", "dm_control.md", "dm_control.v2.json", "dm_control.v2.md"]
+    assert {name: snapshot_files(out)[name] for name in before} == before
+    assert "wrote d/dm_control.v2.md" in capsys.readouterr().err
+    assert run(workspace, "--family", "locomotion", "--format", "json", "--output", "d/report-2026.01.json") == 0
+    assert "report-2026.01.json" in listing(out) and "report-2026.json" not in listing(out)
+    # The default previous report is the JSON beside the named file, not dm_control.json.
+    assert run(workspace, "--family", "dm_control", "--output", "d/dm_control.v2.md") == 0
+    assert json.loads((out / "dm_control.v2.json").read_text())["changes"] is None
+
+
+def test_output_target_that_is_a_directory(workspace, capsys):
+    (workspace["work"] / "d" / "x.json").mkdir(parents=True)
+    assert run(workspace, "--family", "dm_control", "--output", "d/x.md") == 2
+    one_error_line(capsys, "cannot write d/x.json: it is a directory")
+    assert listing(workspace["work"] / "d") == ["x.json"]  # x.md was not written either
+    (workspace["work"] / "plain").write_text("a file\n")
+    assert run(workspace, "--family", "dm_control", "--output", "plain") == 2
+    one_error_line(capsys, "cannot write plain/dm_control.md: plain is not a directory")
+
+
+def test_check_after_only_the_markdown_was_deleted(workspace, capsys):
+    assert run(workspace, "--family", "dm_control") == 0
+    (workspace["work"] / "reports" / "dm_control.md").unlink()
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control", "--check") == 1
+    err = capsys.readouterr().err
+    assert "stale: reports/dm_control.md" in err and "stale: reports/dm_control.json" not in err
+    assert listing(workspace["work"] / "reports") == ["dm_control.json"]  # --check writes nothing
+
+
+def test_no_space_left_while_writing_keeps_the_old_report(workspace, capsys, monkeypatch):
+    from brax_diff import io
+
+    assert run(workspace, "--family", "dm_control") == 0
+    reports = workspace["work"] / "reports"
+    before = snapshot_files(reports)
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    staged = []
+    write_file = io._write_file
+
+    def disk_fills_up(path, data):
+        if io.STAGING_PREFIX in str(path):
+            staged.append(path)
+            if len(staged) == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_file(path, data)
+
+    monkeypatch.setattr(io, "_write_file", disk_fills_up)
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control") == 2
+    one_error_line(capsys, "cannot write the report files in reports: No space left on device")
+    assert listing(reports) == ["dm_control.json", "dm_control.md"] and snapshot_files(reports) == before
+
+
+def test_file_too_large_while_writing_keeps_the_old_report(workspace):
+    assert run(workspace, "--family", "dm_control") == 0
+    reports = workspace["work"] / "reports"
+    before = snapshot_files(reports)
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    done = subprocess.run(driver_argv(workspace, "fsize=4096", "--family", "dm_control"), cwd=workspace["work"],
+                          capture_output=True, text=True, timeout=120)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and errors == ["error: cannot write the report files in reports: File too large"]
+    assert "warning: fact cache not written" in done.stderr  # the cache write hit the limit first
+    assert listing(reports) == ["dm_control.json", "dm_control.md"] and snapshot_files(reports) == before
+
+
+def driver_argv(workspace, mode: str, *args: str) -> list[str]:
+    repos = workspace["repos"]
+    return [sys.executable, str(ROOT / "tests" / "report_driver.py"), mode, "--brax-repo", str(repos / "brax"),
+            "--playground-repo", str(repos / "playground"), "--slm-repo", str(repos / "slm"), *args]
+
+
+def start_paused(workspace, mode: str, pause: float, *args: str) -> subprocess.Popen:
+    proc = subprocess.Popen(driver_argv(workspace, mode, *args), cwd=workspace["work"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PAUSE_SECONDS": str(pause)})
+    line = proc.stdout.readline()
+    if line != "paused\n":
+        proc.kill()
+        raise AssertionError(f"the driver did not pause: {line!r} {proc.communicate()[1]}")
+    return proc
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_staging_leaves_the_old_report_and_no_temporary_files(workspace, signum):
+    assert run(workspace) == 0
+    reports = workspace["work"] / "reports"
+    before = snapshot_files(reports)
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    proc = start_paused(workspace, "staging", 30, "--family", "dm_control")
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum
+    assert err.splitlines() == [f"error: interrupted ({signal.Signals(signum).name})"]
+    assert listing(reports) == sorted(before) and snapshot_files(reports) == before
+
+
+def test_a_signal_during_the_commit_waits_until_every_file_is_in_place(workspace, capsys):
+    assert run(workspace, "--family", "dm_control") == 0
+    reports = workspace["work"] / "reports"
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    proc = start_paused(workspace, "commit", 1.5, "--family", "dm_control")
+    proc.send_signal(signal.SIGTERM)  # held back until both files are renamed
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM and err.splitlines()[-1] == "error: interrupted (SIGTERM)"
+    assert listing(reports) == ["dm_control.json", "dm_control.md"]
+    assert json.loads((reports / "dm_control.json").read_text())["brax"]["facts"]["clip_epsilon"]["value"] == 0.2
+    assert run(workspace, "--family", "dm_control", "--check") == 0  # both files are the new report
+    assert "up to date: 2 file(s)" in capsys.readouterr().err
+
+
+def test_a_crash_after_the_commit_is_named_by_check_and_finished_by_the_next_write(workspace, capsys):
+    from brax_diff.io import finish_interrupted_writes
+
+    assert run(workspace, "--family", "dm_control") == 0
+    reports = workspace["work"] / "reports"
+    before = snapshot_files(reports)
+    add_commit(workspace["repos"] / "brax", {"params.txt": "clip_epsilon = 0.2\n"})
+    proc = start_paused(workspace, "commit", 30, "--family", "dm_control")
+    proc.kill()  # SIGKILL cannot be held back: one file is new, the other old
+    proc.wait(timeout=30)
+    now = {name: (reports / name).read_bytes() for name in before}
+    assert sorted(name for name in before if now[name] != before[name]) == ["dm_control.json"]
+    capsys.readouterr()
+    assert run(workspace, "--family", "dm_control", "--check") == 1
+    err = capsys.readouterr().err  # the JSON is already the new one; the Markdown waits in staging
+    assert "stale: reports/dm_control.md (its write was cut short; the next report run finishes it)" in err
+    assert "stale: reports/dm_control.json" not in err
+    finish_interrupted_writes(reports)  # what the next `report` run does first
+    assert listing(reports) == ["dm_control.json", "dm_control.md"]
+    assert run(workspace, "--family", "dm_control", "--check") == 0
+    finished = snapshot_files(reports)
+    assert run(workspace, "--family", "dm_control") == 0 and snapshot_files(reports) == finished

@@ -19,7 +19,8 @@ from ..config import Settings, load_settings
 from ..factcache import FactCache
 from ..factcache import cache_root as fact_cache_root
 from ..errors import BraxDiffError
-from ..io import read_json, write_atomic
+from ..io import (check_writable, finish_interrupted_writes, interrupted_writes, read_json, read_text,
+                  write_all)
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
@@ -67,10 +68,20 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
     if output and Path(output).suffix in (".md", ".json"):
         if several:
             raise BraxDiffError(f"--output {output} is a file; several families need a directory (or pick --family)")
-        base = Path(output).with_suffix("")
+        base = Path(output[: -len(Path(output).suffix)])
     else:
         base = Path(output or settings.reports_dir) / scope.name
-    return {f: base.with_suffix(f".{f}") for f in wanted}
+    return {f: report_file(base, f) for f in wanted}
+
+
+def report_file(base: Path, kind: str) -> Path:
+    """``base`` + ``.md`` or ``.json``. Not ``with_suffix``: ``dm_control.v2`` keeps its ``.v2``."""
+    return base.with_name(f"{base.name}.{kind}")
+
+
+def sibling(path: Path, kind: str) -> Path:
+    """The report file of another kind beside ``path`` (``x.v2.md`` -> ``x.v2.json``)."""
+    return report_file(path.with_name(path.name[: -len(path.suffix)] if path.suffix else path.name), kind)
 
 
 def report_command(
@@ -145,7 +156,11 @@ def report_command(
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
-        previous_path = previous or (default_previous.with_suffix(".json") if default_previous else None)
+        previous_path = previous or (sibling(default_previous, "json") if default_previous else None)
+        if default_previous is not None and not check:
+            for path in targets.values():
+                check_writable(path)  # before any work: a directory in the way is one line
+            finish_interrupted_writes(default_previous.parent)  # a crash cut the last write short
         report_dir = (default_previous or Path(settings.reports_dir) / scope.name).parent
         verdicts = None
         if loaded_verification is not None:
@@ -167,8 +182,10 @@ def report_command(
     err = stderr_console()
     if check:
         stale, refreshable = _stale(rendered, models)
+        pending = {p for path, _ in rendered for p in interrupted_writes(path.parent)}
         for path in stale:
-            err.print(f"stale: {path}")
+            err.print(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
+                                          if path in pending else ""))
         if stale:
             raise CheckFailed(f"{len(stale)} of {len(rendered)} report file(s) say something else than a "
                               "regenerated report; run brax-diff report without --check to update them")
@@ -181,9 +198,9 @@ def report_command(
         for path, text in rendered:
             if path is None:
                 sys.stdout.write(text)
-            else:
-                write_atomic(path, text)
-                err.print(f"wrote {path}")
+        files = {path: text for path, text in rendered if path is not None}
+        for path in write_all(files):  # every file of the run, or none
+            err.print(f"wrote {path}")
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
 
@@ -242,16 +259,31 @@ def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[
     A Markdown file is refreshable when the JSON beside it is, and it is still the
     rendering of that JSON (not edited by hand)."""
     stale, refreshable = [], []
+    pending = {p for path, _ in rendered for p in interrupted_writes(path.parent)}
     for path, text in rendered:
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        current = _text_on_disk(path)
+        if path in pending or current is None:  # a write cut short, or a deleted file
+            stale.append(path)
             continue
-        json_path = path.with_suffix(".json")
-        on_disk = read_previous(json_path) if json_path.exists() else None
+        if current == text:
+            continue
+        json_path = sibling(path, "json")
+        on_disk = read_previous(json_path) if json_path.is_file() else None
         says_the_same = on_disk is not None and same_findings(on_disk, models[path])
         if says_the_same and path.suffix == ".md":
-            says_the_same = path.read_text(encoding="utf-8") == render_markdown(on_disk)
+            says_the_same = current == render_markdown(on_disk)
         (refreshable if says_the_same else stale).append(path)
     return stale, refreshable
+
+
+def _text_on_disk(path: Path) -> str | None:
+    """The report file's text; None when it is not there (``--check`` calls that stale)."""
+    if not path.exists():
+        return None
+    try:
+        return read_text(path, "report file")
+    except BraxDiffError:
+        return None
 
 
 def rules_command(
