@@ -234,6 +234,12 @@ class _VariantFacts:
             self.find("missing_setting", "WARNING", "time_horizon or minibatch_size is not an integer "
                       "(absent with no default?); batch facts skipped", (self.at_spec("agent.algorithm"),))
             return
+        for dotted, value, at in (("env.num_envs", num_envs, num_envs_at),
+                                  ("agent.algorithm.time_horizon", horizon, horizon_at),
+                                  ("agent.algorithm.minibatch_size", minibatch, minibatch_at)):
+            if value < 1:  # SLM-Lab divides by each of them
+                where = f"{at.path}: line {at.line}" if at else self.spec.path
+                raise SpecError(f"{where}: variant {self.spec.name}: {dotted} must be at least 1, not {value}")
         guard = None
         if self.algorithm is not None:
             values = {k: f.value for k, f in self.algorithm.defaults.items()}
@@ -250,6 +256,11 @@ class _VariantFacts:
             trigger = guard.state.get("self.training_frequency")
             for attr, line in guard.written.items():
                 guard_at[attr] = self.snapshot.where(self.algorithm.path, line)
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (eff_h, eff_mb)):
+                self.find("pattern_not_found", "WARNING",
+                          f"batch guard in {self.algorithm.path} gave time_horizon {eff_h!r} and minibatch_size "
+                          f"{eff_mb!r}; the spec's values are used")
+                eff_h, eff_mb, guard_at = horizon, minibatch, {}
         h_prov = [horizon_at, guard_at.get("self.time_horizon")] if eff_h != horizon else [horizon_at]
         mb_prov = [minibatch_at, guard_at.get("self.minibatch_size")] if eff_mb != minibatch else [minibatch_at]
         adjusted = " (rounded up to a multiple of num_envs by the batch guard)" if eff_h != horizon else ""
