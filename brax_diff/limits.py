@@ -15,6 +15,7 @@ batch guard, rule fix templates) asks before computing ``a ** b`` or ``s * n``.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -120,23 +121,47 @@ def decode_text(data: bytes, origin: str) -> str:
 # Strings (and TOML comments) first, so brackets inside them are not counted.
 _TOKENS = {
     "json": re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}\n]'),
+    "python": re.compile(r'''"""(?:\\.|[\s\S])*?"""|\'\'\'(?:\\.|[\s\S])*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[\[\](){}\n]'''),
     "toml": re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}\n]'),
 }
 
 
 def check_nesting(text: str, origin: str, syntax: str = "json") -> None:
-    """Reject JSON or TOML nested deeper than MAX_NESTING before a recursive parser meets it."""
+    """Reject JSON, TOML or Python brackets nested deeper than MAX_NESTING before a recursive
+    parser meets them (libcst crashes the interpreter past a few thousand)."""
     depth, line = 0, 1
     for match in _TOKENS[syntax].finditer(text):
         token = match.group()
-        if token in "[{":
+        if token in "[{(":
             depth += 1
             if depth > MAX_NESTING:
                 raise LimitExceeded(f"{at_line(origin, line)}: nesting deeper than {MAX_NESTING} levels (limit)")
-        elif token in "]}":
+        elif token in "]})":
             depth -= 1
         else:
             line += token.count("\n")
+
+
+def check_code_depth(source: str, origin: str) -> None:
+    """Reject Python whose syntax tree nests deeper than MAX_NESTING (upstream code: 19).
+
+    ``ast`` parses without running anything; code it cannot parse (a newer grammar) is left
+    to libcst, whose recursion the caller bounds."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        if "too many nested" in str(exc.msg):
+            raise LimitExceeded(f"{at_line(origin, exc.lineno)}: nesting deeper than Python's parser allows") from None
+        return
+    except (RecursionError, MemoryError):
+        raise LimitExceeded(f"{origin}: nesting deeper than Python's parser allows") from None
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise LimitExceeded(f"{at_line(origin, getattr(node, 'lineno', None))}: code nests deeper than "
+                                f"{MAX_NESTING} levels (limit)")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def _bounded_int(text: str) -> int:
@@ -271,4 +296,4 @@ def yaml_error_line(exc: yaml.YAMLError) -> int | None:
 
 __all__ = ["MAX_NESTING", "MAX_VALUES", "MAX_INT_DIGITS", "MAX_SEQUENCE", "MAX_FILE_BYTES", "LimitExceeded",
            "operation_refused", "int_literal_refused", "int_digits", "decode_text", "load_json", "check_nesting",
-           "compose_yaml", "check_expansion", "load_yaml", "BoundedConstructor", "at_line", "yaml_error_line"]
+           "check_code_depth", "compose_yaml", "check_expansion", "load_yaml", "BoundedConstructor", "at_line", "yaml_error_line"]

@@ -23,9 +23,10 @@ import libcst as cst
 import libcst.matchers as m
 
 from brax_diff.errors import SourceError
+from brax_diff.limits import operation_refused
 from brax_diff.sources import Snapshot
 
-from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal
+from .pyast import OPERATOR_SYMBOLS, NotLiteral, PyModule, calls_named, descendants, dotted_name, literal
 
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 POLICY_UTIL = "slm_lab/agent/algorithm/policy_util.py"
@@ -274,9 +275,12 @@ class Guard:
             op = ops.get(type(node.operator))
             if op is None:
                 raise GuardStop("operator")
+            refused = operation_refused(OPERATOR_SYMBOLS[type(node.operator)], left, right)
+            if refused:
+                raise GuardStop(refused)
             try:
                 return op(left, right)
-            except (ZeroDivisionError, TypeError) as exc:
+            except (ZeroDivisionError, TypeError, OverflowError, ValueError) as exc:
                 raise GuardStop(str(exc)) from None
         if isinstance(node, cst.Comparison):
             left = self.eval(node.left)
@@ -300,7 +304,10 @@ class Guard:
             fn = self.FUNCTIONS.get(dotted_name(node.func) or "")
             if fn is None or any(arg.keyword for arg in node.args):
                 raise GuardStop(f"call to {dotted_name(node.func)}")
-            return fn(*[self.eval(arg.value) for arg in node.args])
+            try:
+                return fn(*[self.eval(arg.value) for arg in node.args])
+            except (TypeError, ValueError, OverflowError) as exc:  # max(), math.ceil(inf), int("x")
+                raise GuardStop(str(exc)) from None
         raise GuardStop(type(node).__name__)
 
 
