@@ -278,13 +278,18 @@ def load_yaml(text: str, origin: str) -> Any:
 
     yaml.YAMLError for malformed YAML; LimitExceeded, naming ``origin`` and the line, for a limit.
     """
+    return load_yaml_node(text, origin)[0]
+
+
+def load_yaml_node(text: str, origin: str) -> tuple[Any, Node | None]:
+    """:func:`load_yaml`'s data and the composed node it was built from (for lines)."""
     loader = _BoundedLoader(text, origin)
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, None
         check_expansion(node, origin)
-        return loader.construct_document(node)
+        return loader.construct_document(node), node
     finally:
         loader.dispose()
 
@@ -296,4 +301,4 @@ def yaml_error_line(exc: yaml.YAMLError) -> int | None:
 
 __all__ = ["MAX_NESTING", "MAX_VALUES", "MAX_INT_DIGITS", "MAX_SEQUENCE", "MAX_FILE_BYTES", "LimitExceeded",
            "operation_refused", "int_literal_refused", "int_digits", "decode_text", "load_json", "check_nesting",
-           "check_code_depth", "compose_yaml", "check_expansion", "load_yaml", "BoundedConstructor", "at_line", "yaml_error_line"]
+           "check_code_depth", "compose_yaml", "check_expansion", "load_yaml", "load_yaml_node", "BoundedConstructor", "at_line", "yaml_error_line"]
