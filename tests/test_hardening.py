@@ -350,3 +350,32 @@ def test_a_crash_after_the_commit_is_named_by_check_and_finished_by_the_next_wri
     assert run(workspace, "--family", "dm_control", "--check") == 0
     finished = snapshot_files(reports)
     assert run(workspace, "--family", "dm_control") == 0 and snapshot_files(reports) == finished
+
+
+# -- code from the current directory ---------------------------------------------------------
+
+def test_python_m_brax_diff_does_not_import_yaml_or_extractors_from_the_current_directory(tmp_path):
+    # `python -m` puts the cwd first on sys.path: a yaml.py or extractors/ there was imported.
+    import slm_fixtures as sfx
+    from gitfixture import make_repo
+
+    repo = tmp_path / "SLM-Lab"
+    make_repo(repo, [sfx.repo_files()])
+    hostile = tmp_path / "hostile"
+    (hostile / "extractors").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\nraise SystemExit(99)\n"
+    (hostile / "yaml.py").write_text(payload)
+    (hostile / "extractors" / "__init__.py").write_text(payload)
+    done = subprocess.run([sys.executable, "-m", "brax_diff", "extract", "slm", "--repo", str(repo),
+                           "--set", "max_frame=1000", "--format", "json"], cwd=hostile, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["scope"]["variant"] == "ppo_fx" and not marker.exists()
+
+
+def test_scripts_run_the_installed_command():
+    for script in sorted((ROOT / "scripts").iterdir()) + sorted((ROOT / "benchmarks").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        assert "python -m brax_diff" not in text and '"-m", "brax_diff"' not in text, script
+    assert "  brax-diff report " in (ROOT / "scripts" / "regenerate-reports.sh").read_text(encoding="utf-8")
