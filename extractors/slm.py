@@ -47,6 +47,18 @@ REQUIRED_MAPPINGS = ("agent", "agent.algorithm", "agent.net", "env")
 NULLABLE_MAPPINGS = ("agent.memory", "agent.algorithm.clip_eps_spec", "agent.algorithm.entropy_coef_spec",
                      "agent.net.optim_spec", "agent.net.loss_spec", "agent.net.lr_scheduler_spec",
                      "agent.net.actor_arc", "agent.net.critic_arc")
+# Spec values read as numbers, and as names (looked up in tables): a value of another type is
+# one SpecError naming its line, not a TypeError deep in a fact.
+SPEC_NUMBERS = ("env.num_envs", "env.reward_scale", "env.clip_obs", "agent.algorithm.time_horizon",
+                "agent.algorithm.minibatch_size", "agent.algorithm.training_epoch", "agent.algorithm.gamma",
+                "agent.algorithm.lam",
+                "agent.algorithm.val_loss_coef", "agent.algorithm.clip_eps_spec.start_val",
+                "agent.algorithm.entropy_coef_spec.start_val", "agent.net.clip_grad_val", "agent.net.optim_spec.lr",
+                "agent.net.optim_spec.eps", "agent.net.lr_scheduler_spec.min_factor", "agent.net.log_std_init")
+SPEC_NAMES = ("env.name", "agent.memory.name", "agent.algorithm.name", "agent.algorithm.action_pdtype",
+              "agent.algorithm.clip_eps_spec.name", "agent.algorithm.entropy_coef_spec.name", "agent.net.type",
+              "agent.net.optim_spec.name", "agent.net.loss_spec.name", "agent.net.lr_scheduler_spec.name",
+              "agent.net.hid_layers_activation", "agent.net.init_fn")
 # Keys SLM-Lab's own machinery reads from every algorithm/net spec, outside the class.
 ALGORITHM_KEYS_READ_ELSEWHERE = {"name"}
 TORCH_ADAM_EPS = 1e-8  # torch.optim.Adam's default eps
@@ -135,6 +147,7 @@ class SlmExtractor:
     def variant(self, name: str) -> Extraction:
         spec = self.spec_file.resolve(name)
         spec.require_mappings(REQUIRED_MAPPINGS, NULLABLE_MAPPINGS)
+        spec.require_types(SPEC_NUMBERS, SPEC_NAMES)
         extraction = Extraction(
             side="slm",
             sources={"slm": self.snapshot.info()},
@@ -142,6 +155,11 @@ class SlmExtractor:
         )
         _VariantFacts(self, spec, extraction).build()
         return extraction
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _VariantFacts:
@@ -163,10 +181,16 @@ class _VariantFacts:
 
     def add(self, key: str, value: Any, provenance, note: str | None = None, declared: Any = None) -> None:
         assert key in KEYS, key
-        if isinstance(provenance, Provenance):
+        if isinstance(provenance, Provenance) or provenance is None:  # None: neither spec nor code sets it
             provenance = (provenance,)
-        self.out.add(Fact(key, value, tuple(p for p in provenance if p is not None), note,
-                          declared if declared != value else None))
+        provenance = tuple(p for p in provenance if p is not None)
+        try:
+            fact = Fact(key, value, provenance, note, declared if declared != value else None)
+        except TypeError:  # a spec value no canonical key can hold (a mapping where a number goes)
+            where = f"{provenance[0].path}: line {provenance[0].line}: " if provenance else f"{self.spec.path}: "
+            raise SpecError(f"{where}variant {self.spec.name}: {key} would be {_short_repr(value)}, "
+                            "which is not a value") from None
+        self.out.add(fact)
 
     def find(self, kind: str, severity: str, message: str, provenance=(), key: str | None = None) -> None:
         self.out.find(Finding(kind, severity, message, tuple(provenance), key))

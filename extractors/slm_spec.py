@@ -74,6 +74,21 @@ class ResolvedSpec:
                 raise SpecError(f"{self.path}: variant {self.name}: {dotted} must be a mapping, "
                                 f"not {type(value).__name__} (line {self.line(dotted)})")
 
+    def require_types(self, numbers: tuple[str, ...], names: tuple[str, ...]) -> None:
+        """A SpecError naming the key and line when a value read as a number is not one (or
+        text float() reads: YAML 1.1 loads ``1e-3`` as a string, SLM-Lab converts it), or a
+        value read as a name is a mapping or a list. Absent and null values pass."""
+        for dotted in numbers:
+            value = self.get(dotted)
+            if value is not None and not _is_number(value):
+                raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
+                                f"a number, not {type(value).__name__} {_short(value)}")
+        for dotted in names:
+            value = self.get(dotted)
+            if isinstance(value, (dict, list)):
+                raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
+                                f"a name, not a {'mapping' if isinstance(value, dict) else 'list'}")
+
     def line(self, dotted: str) -> int | None:
         """The line of the value at ``dotted``, or of its nearest written parent."""
         parts = tuple(dotted.split("."))
@@ -82,6 +97,21 @@ class ResolvedSpec:
                 return self.lines[parts]
             parts = parts[:-1]
         return None
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def substitute(text: str, sets: dict[str, str] | None) -> str:

@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -185,6 +186,35 @@ def test_zero_time_horizon_or_minibatch_is_one_line(capsys, tmp_path, monkeypatc
     assert code == 2
     assert err == (f"error: {fx.SPEC_PATH}: line {line}: variant ppo_fx: agent.algorithm.{key} "
                    "must be at least 1, not 0\n")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("  val_loss_coef: 0.4\n", "  val_loss_coef: {}\n", "agent.algorithm.val_loss_coef must be a number, not dict {}"),
+    ("    lr: 2.5e-4\n", "    lr: g\n", "agent.net.optim_spec.lr must be a number, not str 'g'"),
+    ("      training_epoch: 5\n", "      training_epoch: {a: 1}\n",
+     "agent.algorithm.training_epoch must be a number, not dict {'a': 1}"),
+    ("  loss_spec: {name: MSELoss}\n", "  loss_spec: {name: [MSELoss]}\n", "agent.net.loss_spec.name must be a name, not a list"),
+])
+def test_a_spec_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, old, new, message):
+    # Found by tests/test_fuzz.py: float({}) and {[...]: ...} lookups were TypeErrors.
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n")
+    assert old in spec
+    changed = spec.replace(old, new, 1)
+    line = changed.splitlines().index(new.rstrip("\n")) + 1
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: changed}])
+    ex = SlmExtractor(Repository(path, "slm").resolve("HEAD"), sets=SETS)
+    with pytest.raises(SpecError) as caught:
+        ex.variant("ppo_fx")
+    assert str(caught.value) == f"{fx.SPEC_PATH}: line {line}: variant ppo_fx: {message}"
+
+
+def test_a_setting_neither_spec_nor_code_gives_is_a_fact_without_lines(tmp_path):
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n").replace("      training_epoch: 5\n", "", 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    fact = SlmExtractor(Repository(path, "slm").resolve("HEAD"), sets=SETS).variant("ppo_fx").facts["epochs_per_update"]
+    assert fact.value is None and fact.provenance == ()
 
 
 def test_missing_variant_lists_the_choices(slm_repo):
