@@ -24,6 +24,8 @@ severity.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -595,9 +597,16 @@ def build_table(data: dict, origin: str, places: dict[str, str] | None = None) -
     return RuleTable(tuple(sorted(rules, key=lambda r: r.code)), references, origin)
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_rules(mtime_ns: int) -> tuple[dict, dict[int, int]]:
+    """The shipped rules file, parsed once per process (keyed by its mtime): pure-Python YAML
+    takes half a second over it, and tests run many reports in one process."""
+    return _read_yaml(SHIPPED_RULES)
+
+
 def load_rules(user_file: str | Path | None = None) -> RuleTable:
     """The shipped table, with ``user_file`` merged over it when given."""
-    data, lines = _read_yaml(SHIPPED_RULES)
+    data, lines = copy.deepcopy(_shipped_rules(SHIPPED_RULES.stat().st_mtime_ns))
     places = _places(data, lines, SHIPPED_RULES)
     origin = str(SHIPPED_RULES)
     if user_file is not None:
