@@ -379,3 +379,29 @@ def test_scripts_run_the_installed_command():
         text = script.read_text(encoding="utf-8")
         assert "python -m brax_diff" not in text and '"-m", "brax_diff"' not in text, script
     assert "  brax-diff report " in (ROOT / "scripts" / "regenerate-reports.sh").read_text(encoding="utf-8")
+
+
+def test_concurrent_report_runs_on_one_cache_and_one_output_directory(workspace):
+    # Each run stages its own set and takes the directory's lock to rename it into place.
+    procs = [subprocess.Popen(driver_argv(workspace, "plain"), cwd=workspace["work"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(p.communicate(timeout=120), p.returncode) for p in procs]
+    assert [code for _, code in results] == [0, 0, 0], results
+    reports = workspace["work"] / "reports"
+    together = snapshot_files(reports)
+    assert sorted(together) == ["dm_control.json", "dm_control.md", "locomotion.json", "locomotion.md"]
+    assert run(workspace) == 0 and snapshot_files(reports) == together  # what one run alone writes
+
+
+def test_a_fact_cache_write_that_fails_is_a_warning_and_the_report_is_written(workspace, capsys, monkeypatch):
+    from brax_diff import factcache
+    from brax_diff.errors import BraxDiffError
+
+    def disk_full(path, data):
+        raise BraxDiffError(f"cannot write {path}: No space left on device")
+
+    monkeypatch.setattr(factcache, "write_atomic", disk_full)
+    assert run(workspace, "--family", "dm_control") == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: fact cache not written (cannot write ") == 1 and "No space left on device" in err
+    assert listing(workspace["work"] / "reports") == ["dm_control.json", "dm_control.md"]
