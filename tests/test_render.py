@@ -194,7 +194,7 @@ def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
 
 
 def test_committed_rules_doc_is_generated_from_the_table():
-    # Regenerate with: python -m brax_diff rules --format md > docs/rules.md
+    # Regenerate with: brax-diff rules --format md > docs/rules.md
     assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == render_rules_markdown(load_rules())
 
 
