@@ -26,6 +26,7 @@ from pathlib import Path
 
 import git
 
+from . import limits
 from .errors import SourceError
 from .facts import Provenance, SourceInfo
 
@@ -270,6 +271,9 @@ class Snapshot:
             raise SourceError(f"{self.side}: {path} not found at {self.ref} ({self.sha[:12]}) "
                               f"in {self.repository.location}")
         self.reads[path] = obj.hexsha
+        if obj.size > limits.MAX_FILE_BYTES:
+            raise limits.LimitExceeded(f"{self.side}: {path} at {self.ref} ({self.sha[:12]}): {obj.size} bytes; "
+                                       f"the limit is {limits.MAX_FILE_BYTES} bytes")
         return obj.data_stream.read().decode("utf-8", errors="replace")
 
     def listdir(self, path: str) -> list[str]:

@@ -194,3 +194,12 @@ def test_refs_and_urls_never_reach_git_as_options(repo_dir, tmp_path):
     with pytest.raises(SourceError, match="cannot clone"):
         Repository(url, "brax", cache_root=tmp_path / "cache")
     assert not marker.exists()
+
+
+def test_a_blob_past_the_file_size_limit_is_one_line(repo_dir, monkeypatch):
+    from brax_diff import limits
+
+    path, _ = repo_dir
+    monkeypatch.setattr(limits, "MAX_FILE_BYTES", 4)  # pkg/a.py holds 6 bytes
+    with pytest.raises(limits.LimitExceeded, match=r"^brax: pkg/a.py at main \(\w+\): 6 bytes; the limit is 4 bytes$"):
+        Repository(path, "brax").resolve("main").read("pkg/a.py")
