@@ -68,7 +68,7 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
     if output and Path(output).suffix in (".md", ".json"):
         if several:
             raise BraxDiffError(f"--output {output} is a file; several families need a directory (or pick --family)")
-        base = Path(output[: -len(Path(output).suffix)])
+        base = Path(output).with_suffix("")
     else:
         base = Path(output or settings.reports_dir) / scope.name
     return {f: report_file(base, f) for f in wanted}
@@ -81,7 +81,7 @@ def report_file(base: Path, kind: str) -> Path:
 
 def sibling(path: Path, kind: str) -> Path:
     """The report file of another kind beside ``path`` (``x.v2.md`` -> ``x.v2.json``)."""
-    return report_file(path.with_name(path.name[: -len(path.suffix)] if path.suffix else path.name), kind)
+    return report_file(path.with_suffix(""), kind)
 
 
 def report_command(
@@ -181,8 +181,8 @@ def report_command(
 
     err = stderr_console()
     if check:
-        stale, refreshable = _stale(rendered, models)
         pending = {p for path, _ in rendered for p in interrupted_writes(path.parent)}
+        stale, refreshable = _stale(rendered, models, pending)
         for path in stale:
             err.print(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
                                           if path in pending else ""))
@@ -252,14 +252,15 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
     return run_plan(plan, cache, output_dir=output_dir).to_json()
 
 
-def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[Path], list[Path]]:
+def _stale(rendered: list[tuple[Path | None, str]], models: dict,
+           pending: set[Path]) -> tuple[list[Path], list[Path]]:
     """Files that say something else than the regenerated report (stale), and files that
     differ only in the commits and lines they were read from (refreshable).
 
     A Markdown file is refreshable when the JSON beside it is, and it is still the
-    rendering of that JSON (not edited by hand)."""
+    rendering of that JSON (not edited by hand). A missing file, or one in ``pending`` (an
+    interrupted write), is stale."""
     stale, refreshable = [], []
-    pending = {p for path, _ in rendered for p in interrupted_writes(path.parent)}
     for path, text in rendered:
         current = _text_on_disk(path)
         if path in pending or current is None:  # a write cut short, or a deleted file
