@@ -268,8 +268,8 @@ def check_expansion(root: Node, origin: str) -> None:
         sizes[key] = (size, depth)
         return sizes[key]
 
-    # Explicit stack depth is bounded: composed nesting is at most MAX_NESTING, and an
-    # alias chain deeper than that trips the depth check on the way down.
+    # The recursion is only as deep as the composed nesting (at most MAX_NESTING): an alias's
+    # anchor comes earlier in the document, so it is measured (memoized) before the alias.
     measure(root)
 
 
