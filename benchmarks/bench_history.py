@@ -303,16 +303,22 @@ def _naive_facts(scenario, tree, repo, sha, held, real=False):
 # -- the real CLI ---------------------------------------------------------------------------------
 
 
+def brax_diff_command() -> list[str]:
+    """The installed `brax-diff` (pip install -e . for this checkout), not code from the cwd."""
+    found = shutil.which("brax-diff") or shutil.which("brax-diff", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise SystemExit("brax-diff is not installed: pip install -e . in this checkout")
+    return [found]
+
+
 def cli_has(command: str) -> bool:
-    done = subprocess.run([sys.executable, "-m", "brax_diff", command, "--help"], cwd=ROOT, capture_output=True)
+    done = subprocess.run([*brax_diff_command(), command, "--help"], cwd=ROOT, capture_output=True)
     return done.returncode == 0
 
 
 def time_cli(args: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, subprocess.CompletedProcess]:
     began = time.perf_counter()
-    env = {**env, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "brax_diff", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env)
+    done = subprocess.run([*brax_diff_command(), *args], cwd=cwd, capture_output=True, text=True, env=env)
     return time.perf_counter() - began, done
 
 

@@ -42,12 +42,13 @@ class CachedExtractor:
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
         hit = self._cache.lookup(recipe, self._ids_now)
-        if hit is not None and hit.extraction is not None:
+        reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
+        if reused is not None:
             for side, paths in hit.reads.items():  # the answer depends on them as if read now
                 if side in self._snapshots:
                     for path, blob in paths.items():
                         self._snapshots[side].reads.setdefault(path, blob)
-            return self._reuse(hit)
+            return reused
         result = getattr(self._inner, method)(*args)
         # The reads so far are a superset of what this call depended on (the extractor
         # parses each file once and shares it between calls): a safe key.
@@ -62,11 +63,16 @@ class CachedExtractor:
         snapshot = self._snapshots[side]
         return {path: snapshot.object_id(path) for path in paths}
 
-    def _reuse(self, hit: CachedResult) -> Extraction:
-        """The stored extraction, moved to the commits of this run (same blobs, same lines)."""
+    def _reuse(self, hit: CachedResult) -> Extraction | None:
+        """The stored extraction, moved to the commits of this run (same blobs, same lines);
+        None when the stored extraction is malformed (the cache is then bypassed, not trusted)."""
         moves = {(hit.repos[side], hit.commits[side]): (snap.repository.web_url, snap.sha)
                  for side, snap in self._snapshots.items() if side in hit.commits and side in hit.repos}
-        extraction = Extraction.from_json(relink(_rebase_provenance(hit.extraction, moves), self._snapshots.values()))
+        try:
+            extraction = Extraction.from_json(relink(_rebase_provenance(hit.extraction, moves),
+                                                     self._snapshots.values()))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
         extraction.sources = {side: self._snapshots[side].info() for side in extraction.sources
                               if side in self._snapshots}
         return extraction

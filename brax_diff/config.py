@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .io import read_text
+from .limits import check_nesting
 from .sources import DEFAULT_URLS, is_url
 
 
@@ -46,17 +48,30 @@ class Settings:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    text = read_text(path, "settings file", ConfigError)
+    check_nesting(text, str(path), "toml")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit; nesting
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _table(data: Any, keys: tuple[str, ...], origin: str) -> Any:
+    """``data[keys[0]][keys[1]]...``; {} when a key is absent; a ConfigError when a level is not a table."""
+    for depth, key in enumerate(keys):
+        if not isinstance(data, dict):
+            raise ConfigError(f"{origin}: [{'.'.join(keys[:depth])}] must be a table, not {type(data).__name__}")
+        data = data.get(key, {})
+    return data
 
 
 def pyproject_provider(directory: Path) -> dict[str, Any]:
     path = directory / "pyproject.toml"
     if not path.is_file():
         return {}
-    return _read_toml(path).get("tool", {}).get("brax-diff", {})
+    return _table(_read_toml(path), ("tool", "brax-diff"), str(path))
 
 
 def brax_diff_toml_provider(directory: Path) -> dict[str, Any]:
@@ -64,7 +79,8 @@ def brax_diff_toml_provider(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = _read_toml(path)
-    return data.get("tool", {}).get("brax-diff", data)
+    tool = data.get("tool")
+    return tool["brax-diff"] if isinstance(tool, dict) and "brax-diff" in tool else data
 
 
 PROVIDERS = (("pyproject.toml [tool.brax-diff]", pyproject_provider),

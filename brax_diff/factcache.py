@@ -25,13 +25,14 @@ Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOM
 from __future__ import annotations
 
 import hashlib
-import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .errors import BraxDiffError
 from .facts import dumps
-from .io import write_atomic
+from .io import read_json, write_atomic
 from .sources import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
@@ -67,9 +68,22 @@ class CachedResult:
                 "extraction": self.extraction, "error": self.error}
 
     @classmethod
-    def from_json(cls, data: dict) -> "CachedResult":
-        return cls(reads=data["reads"], commits=data["commits"], repos=data["repos"],
-                   extraction=data.get("extraction"), error=data.get("error"))
+    def from_json(cls, data: Any) -> "CachedResult | None":
+        """The stored result; None when ``data`` does not have the entry layout."""
+        def str_map(value: Any, nullable: bool = False) -> bool:
+            return isinstance(value, dict) and all(
+                isinstance(k, str) and (isinstance(v, str) or (nullable and v is None)) for k, v in value.items())
+
+        if not isinstance(data, dict):
+            return None
+        reads, extraction, error = data.get("reads"), data.get("extraction"), data.get("error")
+        if not (isinstance(reads, dict) and all(isinstance(side, str) and str_map(paths, nullable=True)
+                                                for side, paths in reads.items())
+                and str_map(data.get("commits")) and str_map(data.get("repos"))
+                and (extraction is None or isinstance(extraction, dict))
+                and (error is None or isinstance(error, str))):
+            return None
+        return cls(reads=reads, commits=data["commits"], repos=data["repos"], extraction=extraction, error=error)
 
 
 class FactCache:
@@ -80,6 +94,7 @@ class FactCache:
         self.hits = 0
         self.misses = 0
         self._pathsets: dict[str, list[PathSet]] = {}
+        self.disabled = False  # set when a write failed
 
     @staticmethod
     def recipe_key(name: str, version: str, scope: Mapping[str, Any]) -> str:
@@ -93,9 +108,11 @@ class FactCache:
         return self.root / recipe
 
     def _load_json(self, path: Path) -> Any:
+        if not path.is_file():
+            return None
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return read_json(path, "fact cache entry")
+        except BraxDiffError:  # unreadable, corrupt or past a limit: a miss
             return None
 
     def pathsets(self, recipe: str) -> list[PathSet]:
@@ -114,25 +131,28 @@ class FactCache:
         candidates = ([preferred] if preferred else []) + [p for p in self.pathsets(recipe) if p != preferred]
         for pathset in candidates:
             reads = {side: ids_at(side, paths) for side, paths in pathset.items()}
-            data = self._load_json(self._dir(recipe) / f"{self.reads_key(reads)}.json")
-            if isinstance(data, dict):
-                try:
-                    result = CachedResult.from_json(data)
-                except (KeyError, TypeError):
-                    continue
-                if result.reads == reads:  # guards against a (theoretical) hash collision
-                    self.hits += 1
-                    return result
+            result = CachedResult.from_json(self._load_json(self._dir(recipe) / f"{self.reads_key(reads)}.json"))
+            if result is not None and result.reads == reads:  # guards against a (theoretical) hash collision
+                self.hits += 1
+                return result
         self.misses += 1
         return None
 
     def store(self, recipe: str, result: CachedResult) -> None:
+        """Keep ``result``. The cache only saves time: a write that fails (a full disk, a
+        file in the way) is one warning, and this process stops writing the cache."""
+        if self.disabled:
+            return
         directory = self._dir(recipe)
-        write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()))
         pathset = {side: sorted(paths) for side, paths in sorted(result.reads.items())}
         known = self.pathsets(recipe)
-        if pathset in known and known[0] == pathset:
-            return
-        updated = [pathset] + [p for p in known if p != pathset]
-        self._pathsets[recipe] = updated[:MAX_PATHSETS]
-        write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]))
+        try:
+            write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()))
+            if pathset in known and known[0] == pathset:
+                return
+            updated = [pathset] + [p for p in known if p != pathset]
+            self._pathsets[recipe] = updated[:MAX_PATHSETS]
+            write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]))
+        except BraxDiffError as exc:
+            self.disabled = True
+            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)

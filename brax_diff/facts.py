@@ -189,14 +189,22 @@ class Extraction:
     scope: dict[str, JSONValue]
     facts: dict[str, Fact] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # The findings as a set, so find() is not a scan of the list (8,000 unread spec keys
+    # made it quadratic); rebuilt when the list's length shows it was changed elsewhere.
+    _seen: set[Finding] = field(default_factory=set, init=False, repr=False, compare=False)
+    _seen_of: int = field(default=0, init=False, repr=False, compare=False)
 
     def add(self, fact: Fact) -> Fact:
         self.facts[fact.key] = fact
         return fact
 
     def find(self, finding: Finding) -> None:
-        if finding not in self.findings:
+        if self._seen_of != len(self.findings):
+            self._seen, self._seen_of = set(self.findings), len(self.findings)
+        if finding not in self._seen:
+            self._seen.add(finding)
             self.findings.append(finding)
+            self._seen_of += 1
 
     def value(self, key: str, default: JSONValue = None) -> JSONValue:
         fact = self.facts.get(key)

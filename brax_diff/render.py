@@ -29,6 +29,7 @@ from .errors import BraxDiffError, ConfigError
 from .facts import Extraction, Provenance, dumps, format_value
 from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
+from .io import read_json
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
@@ -360,13 +361,74 @@ def read_previous(path: str | Path) -> dict | None:
     path = Path(path)
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"previous report {path}: not a brax-diff report JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or "differences" not in data:
-        raise ConfigError(f"previous report {path}: not a brax-diff report JSON (schema {SCHEMA})")
+    data = read_json(path, "previous report", ConfigError)
+    problem = report_shape_problem(data)
+    if problem:
+        raise ConfigError(f"previous report {path}: not a brax-diff report JSON (schema {SCHEMA}): {problem}")
     return data
+
+
+def report_shape_problem(data: Any) -> str | None:
+    """What keeps ``data`` from being a report JSON this code can compare with, or None.
+
+    Only the parts ``changes_since`` and ``report --check`` read are checked."""
+    if not isinstance(data, dict):
+        return "not an object"
+    if data.get("schema") != SCHEMA:
+        return f"schema {data.get('schema')!r}"
+    if not isinstance(data.get("differences"), list) or not all(
+            isinstance(d, dict) and isinstance(d.get("key"), str) for d in data["differences"]):
+        return "differences must be a list of objects with a key"
+    if not isinstance(data.get("sources", []), list) or not all(
+            isinstance(s, dict) and all(isinstance(s.get(k), str) for k in ("name", "title", "repo", "commit", "date"))
+            for s in data.get("sources", [])):
+        return "sources must be a list of objects with name, title, repo, commit and date"
+    if not _provenance_ok(data):
+        return "a provenance entry is not {repo, commit, path, line}"
+    for side in ("brax", "slm"):
+        facts = data.get(side, {}).get("facts", {}) if isinstance(data.get(side, {}), dict) else None
+        if not isinstance(facts, dict) or not all(isinstance(f, dict) and "value" in f for f in facts.values()):
+            return f"{side}.facts must map keys to objects with a value"
+    changes = data.get("changes")
+    if changes is not None and not _changes_shape_ok(changes):
+        return "changes is not a changes section"
+    return None
+
+
+def _provenance_ok(value: Any) -> bool:
+    """Every ``provenance`` list (what ``same_findings`` ignores, but the Markdown links) is well formed."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "provenance" and not (isinstance(item, list) and all(
+                    isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("repo", "commit", "path"))
+                    and isinstance(p.get("line"), int) for p in item)):
+                return False
+            if not _provenance_ok(item):
+                return False
+    elif isinstance(value, list):
+        return all(_provenance_ok(item) for item in value)
+    return True
+
+
+def _objects_with(value: Any, keys: tuple[str, ...]) -> bool:
+    return isinstance(value, list) and all(isinstance(v, dict) and all(k in v for k in keys) for v in value)
+
+
+def _state_ok(state: Any) -> bool:
+    return state is None or (isinstance(state, dict) and "status" in state)
+
+
+def _changes_shape_ok(changes: Any) -> bool:
+    """A previous report's changes section is passed on as it is (see changes_since): it must
+    have every field the Markdown template reads."""
+    return (isinstance(changes, dict)
+            and _objects_with(changes.get("previous_sources"), ("name",))
+            and _objects_with(changes.get("sources"), ("title", "from", "to", "from_date", "to_date"))
+            and all(isinstance(s["to"], str) and isinstance(s["from"], (str, type(None))) for s in changes["sources"])
+            and isinstance(changes.get("facts"), dict)
+            and all(_objects_with(changes["facts"].get(side), ("key", "change", "from", "to")) for side in ("brax", "slm"))
+            and _objects_with(changes.get("classifications"), ("key", "from", "to"))
+            and all(_state_ok(c["from"]) and _state_ok(c["to"]) for c in changes["classifications"]))
 
 
 def worst_at_or_above(model: dict, threshold: str) -> list[dict]:

@@ -24,6 +24,8 @@ severity.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -31,11 +33,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import yaml
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2 import TemplateError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .compare import Difference, is_number, values_equal
 from .errors import ConfigError
+from .io import read_text
+from .limits import LimitExceeded, load_json, load_yaml, load_yaml_node, yaml_error_line
+from .sandbox import TemplateLimit, check_template, render_bounded, sandbox
 from .vocabulary import KEYS, TOPIC_TITLES
 
 # Severities, most severe first. A match has none.
@@ -325,6 +330,7 @@ class FixTemplate:
     default_spec: str | None = None
     value: str | None = None
     text: str = ""
+    origin: str = field(default="", compare=False)  # "rules file F (line N): rule BD001: fix", for errors
 
     def to_json(self) -> dict:
         return {"spec": self.spec, "default_spec": self.default_spec, "value": self.value, "text": self.text}
@@ -418,16 +424,14 @@ class RuleTable:
 # --------------------------------------------------------------------------------------
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path) -> tuple[dict, dict[int, int]]:
+    """The rules file's mapping, and the line of each entry of its ``rules`` list (by index)."""
+    text = read_text(path, "rules file", ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"rules file {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
+        data, node = load_yaml_node(text, f"rules file {path}")
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
+        line = yaml_error_line(exc)
+        at = f" at line {line}" if line else ""
         raise ConfigError(f"rules file {path}: invalid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
     if data is None:
         data = {}
@@ -435,7 +439,22 @@ def _read_yaml(path: Path) -> dict:
         raise ConfigError(f"rules file {path}: expected a mapping with `rules:` (a list) and optional `references:`")
     if not isinstance(data.get("rules", []), list) or not isinstance(data.get("references", {}), dict):
         raise ConfigError(f"rules file {path}: `rules` must be a list and `references` a mapping")
-    return data
+    return data, _rule_lines(node)
+
+
+def _rule_lines(node: Node | None) -> dict[int, int]:
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            if isinstance(key, ScalarNode) and key.value == "rules" and isinstance(value, SequenceNode):
+                return {i: item.start_mark.line + 1 for i, item in enumerate(value.value)}
+    return {}
+
+
+def _places(data: dict, lines: dict[int, int], path: Path, fix_only: bool = False) -> dict[str, str]:
+    """Rule code -> ``rules file F (line N)`` for the rules (with a fix, when ``fix_only``) ``data`` lists."""
+    return {raw["code"]: f"rules file {path} (line {lines[i]})" for i, raw in enumerate(data.get("rules", []))
+            if isinstance(raw, dict) and isinstance(raw.get("code"), str) and i in lines
+            and (not fix_only or "fix" in raw)}
 
 
 def _text(raw: dict, name: str, where: str, required: bool = True) -> str:
@@ -454,20 +473,23 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-_TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_finalize)
+_TEMPLATES = sandbox(finalize=_finalize)
 
 
 def _compile_template(source: str | None, where: str) -> None:
     if source is None:
         return
     try:
-        _TEMPLATES.from_string(source)
+        check_template(_TEMPLATES, source)
     except TemplateError as exc:
-        raise ConfigError(f"{where}: bad template {source!r}: {exc}") from None
+        shown = source if len(source) <= 80 else source[:77] + "..."
+        raise ConfigError(f"{where}: bad template {shown!r}: {exc}") from None
 
 
-def build_rule(raw: dict, references: dict[str, Reference], where: str) -> Rule:
-    """A Rule from its (merged) YAML mapping; ConfigError on anything malformed."""
+def build_rule(raw: dict, references: dict[str, Reference], where: str, place: str | None = None) -> Rule:
+    """A Rule from its (merged) YAML mapping; ConfigError on anything malformed.
+
+    ``place`` (``rules file F (line N)``) is where its fix is written, for render-time errors."""
     unknown = set(raw) - _RULE_FIELDS
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(map(str, unknown)))} "
@@ -501,7 +523,8 @@ def build_rule(raw: dict, references: dict[str, Reference], where: str) -> Rule:
         if fix_raw.get(name) is not None and not isinstance(fix_raw[name], str):
             raise ConfigError(f"{where}: fix.{name} must be a string")
     fix = FixTemplate(spec=fix_raw.get("spec"), default_spec=fix_raw.get("default_spec"),
-                      value=fix_raw.get("value"), text=_text(fix_raw, "text", f"{where}: fix"))
+                      value=fix_raw.get("value"), text=_text(fix_raw, "text", f"{where}: fix"),
+                      origin=f"{place or where.split(': rule ')[0]}: rule {code}: fix")
     _compile_template(fix.value, f"{where}: fix.value")
     _compile_template(fix.text, f"{where}: fix.text")
     risk_raw = raw.get("risk")
@@ -549,8 +572,8 @@ def merge_rule_data(base: dict, override: dict, origin: str) -> dict:
     return {"rules": list(rules.values()), "references": references}
 
 
-def build_table(data: dict, origin: str) -> RuleTable:
-    """Validate and compile a whole rules mapping."""
+def build_table(data: dict, origin: str, places: dict[str, str] | None = None) -> RuleTable:
+    """Validate and compile a whole rules mapping; ``places``: code -> where its fix is written."""
     references = _build_references(data.get("references", {}), origin)
     rules: list[Rule] = []
     owner: dict[str, str] = {}
@@ -567,7 +590,7 @@ def build_table(data: dict, origin: str) -> RuleTable:
         if raw.get("disabled") is not None and raw.get("disabled") is not False:
             raise ConfigError(f"rules file {origin}: rule {code}: `disabled` must be true or false")
         rule = build_rule({k: v for k, v in raw.items() if k != "disabled"}, references,
-                          f"rules file {origin}: rule {code}")
+                          f"rules file {origin}: rule {code}", (places or {}).get(code))
         for key in rule.keys:
             if key in owner:
                 raise ConfigError(f"rules file {origin}: key {key!r} is covered by both {owner[key]} and {code}")
@@ -576,16 +599,25 @@ def build_table(data: dict, origin: str) -> RuleTable:
     return RuleTable(tuple(sorted(rules, key=lambda r: r.code)), references, origin)
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_rules(mtime_ns: int) -> tuple[dict, dict[int, int]]:
+    """The shipped rules file, parsed once per process (keyed by its mtime): pure-Python YAML
+    takes half a second over it, and tests run many reports in one process."""
+    return _read_yaml(SHIPPED_RULES)
+
+
 def load_rules(user_file: str | Path | None = None) -> RuleTable:
     """The shipped table, with ``user_file`` merged over it when given."""
-    data = _read_yaml(SHIPPED_RULES)
+    data, lines = copy.deepcopy(_shipped_rules(SHIPPED_RULES.stat().st_mtime_ns))
+    places = _places(data, lines, SHIPPED_RULES)
     origin = str(SHIPPED_RULES)
     if user_file is not None:
         path = Path(user_file)
-        override = _read_yaml(path)
+        override, lines = _read_yaml(path)
+        places.update(_places(override, lines, path, fix_only=True))
         data = merge_rule_data(data, override, str(path))
         origin = str(path)
-    return build_table(data, origin)
+    return build_table(data, origin, places)
 
 
 # --------------------------------------------------------------------------------------
@@ -638,17 +670,23 @@ def _spec_in_note(note: str | None) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def _render(source: str, variables: dict) -> str:
-    return _TEMPLATES.from_string(source).render(**variables).strip()
-
-
-def _parse_value(text: str) -> Any:
-    """A rendered value back to data: JSON first (``1e-08`` is a float there, a string in
-    YAML 1.1), then YAML for bare words."""
+def _render(template: FixTemplate, field_name: str, variables: dict) -> str:
+    """One field of a fix rendered in the sandbox; a limit that trips names the rule and its line."""
     try:
-        return json.loads(text)
+        return render_bounded(_TEMPLATES, getattr(template, field_name), variables)
+    except TemplateLimit as exc:
+        raise TemplateLimit(f"{template.origin}.{field_name}: {exc}") from None
+
+
+def _parse_value(text: str, origin: str) -> Any:
+    """A rendered value back to data: JSON first (``1e-08`` is a float there, a string in
+    YAML 1.1), then YAML for bare words; both within the nesting and size limits."""
+    try:
+        return load_json(text, origin)
+    except LimitExceeded:
+        raise
     except ValueError:
-        return yaml.safe_load(text)
+        return load_yaml(text, origin)
 
 
 def render_fix(template: FixTemplate, ctx: Context) -> Fix:
@@ -666,12 +704,12 @@ def render_fix(template: FixTemplate, ctx: Context) -> Fix:
     value, has_value = None, False
     if template.value is not None:
         try:
-            rendered = _render(template.value, variables)
-            value, has_value = _parse_value(rendered), rendered != ""
+            rendered = _render(template, "value", variables)
+            value, has_value = _parse_value(rendered, f"{template.origin}.value (rendered)"), rendered != ""
         except (TemplateError, TypeError, ValueError, ZeroDivisionError, ArithmeticError, yaml.YAMLError):
             value, has_value = None, False
     try:
-        text = _render(template.text, {**variables, "value": value})
+        text = _render(template, "text", {**variables, "value": value})
     except (TemplateError, TypeError, ValueError, ArithmeticError):
         text = template.text
     return Fix(spec=spec, value=value, text=text, has_value=has_value)

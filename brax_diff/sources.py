@@ -11,15 +11,22 @@ tell later whether another commit would read the same bytes (see ``history``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import glob
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 
+from . import limits
 from .errors import SourceError
 from .facts import Provenance, SourceInfo
 
@@ -52,9 +59,41 @@ def cache_dir() -> Path:
     return Path(base) / "brax-diff"
 
 
+def normalize_url(url: str) -> str:
+    """The URL that names one repository: scheme and host lower-cased, trailing slashes
+    dropped. Nothing else is folded (``a.git`` and ``a`` may be two repositories)."""
+    url = url.strip().rstrip("/")
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/]*)(.*)$", url)
+    if match:
+        return f"{match.group(1).lower()}://{match.group(2).lower()}{match.group(3)}"
+    return url
+
+
 def _clone_path(url: str, root: Path) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "+", re.sub(r"^[a-z+]+://", "", url)).strip("+")
-    return root / "repos" / f"{slug}.git"
+    """``<root>/repos/<readable slug>-<hash>.git``: the hash of the normalized URL keeps two
+    repositories apart even when their slugs agree (``a/b.git`` and ``a+b.git``)."""
+    normalized = normalize_url(url)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", re.sub(r"^[a-z+]+://", "", normalized)).strip("-.")[-60:].strip("-.")
+    digest = hashlib.sha256(normalized.encode("utf-8")).hexdigest()[:16]
+    return root / "repos" / f"{slug or 'repo'}-{digest}.git"
+
+
+def _is_repository(path: Path) -> bool:
+    done = subprocess.run(["git", "--git-dir", str(path), "rev-parse", "--is-bare-repository"],
+                          capture_output=True, text=True)
+    return done.returncode == 0
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    """An exclusive flock on ``lock_path``: one process clones or fetches a repository at a time."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _warn(message: str) -> None:
@@ -80,13 +119,13 @@ def _open(path: Path) -> git.Repo:
 class Repository:
     """A git repository opened for blob reads. ``side`` names it in messages."""
 
-    def __init__(self, location: str | os.PathLike, side: str, *, cache_root: Path | None = None,
+    def __init__(self, location: str | os.PathLike, side: str, *, cache_root: str | os.PathLike | None = None,
                  fetch: bool = True) -> None:
         self.side = side
         self.location = str(location)
         if is_url(self.location):
             try:
-                path = self._ensure_clone(self.location, cache_root or cache_dir(), fetch)
+                path = self._ensure_clone(self.location, Path(cache_root or cache_dir()), fetch)
             except SourceError as exc:
                 # Every side's repository is the flag --SIDE-repo and the setting SIDE-repo.
                 raise SourceError(f"{side}: {exc}; to use a local clone, pass --{side}-repo PATH or set "
@@ -104,23 +143,42 @@ class Repository:
     @staticmethod
     def _ensure_clone(url: str, root: Path, fetch: bool) -> Path:
         target = _clone_path(url, root)
+        try:
+            with _locked(target.with_suffix(".lock")):
+                return Repository._clone_or_fetch(url, target, fetch)
+        except OSError as exc:
+            raise SourceError(f"cannot use the clone cache {target.parent} for {url}: "
+                              f"{exc.strerror or exc}") from None
+
+    @staticmethod
+    def _clone_or_fetch(url: str, target: Path, fetch: bool) -> Path:
+        """Under the repository's lock: fetch the cached clone, or clone it whole."""
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        for leftover in target.parent.glob(glob.escape(target.name) + ".partial-*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # a clone killed part-way (we hold the lock)
+        if target.exists() and not _is_repository(target):
+            _warn(f"the cached clone of {url} in {target} is not a git repository; cloning it again")
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
         if target.exists():
             if fetch:
-                done = subprocess.run(["git", "-C", str(target), "fetch", "--prune", "--quiet"],
+                done = subprocess.run(["git", "--git-dir", str(target), "fetch", "--prune", "--quiet"],
                                       capture_output=True, text=True, env=env)
                 if done.returncode != 0:
                     _warn(f"could not fetch {url} (offline?); using the cached clone in {target}")
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".partial")
-        subprocess.run(["rm", "-rf", str(partial)], check=False)
-        done = subprocess.run(["git", "clone", "--mirror", "--quiet", url, str(partial)],
-                              capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            reason = (done.stderr.strip().splitlines() or ["git clone failed"])[-1]
-            raise SourceError(f"cannot clone {url} and no cached clone exists in {target}: {reason}")
-        partial.rename(target)  # only a whole clone ever sits at the cache path
+        partial = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
+        try:
+            done = subprocess.run(["git", "clone", "--mirror", "--quiet", "--", url, str(partial)],
+                                  capture_output=True, text=True, env=env)
+            if done.returncode != 0:
+                reason = (done.stderr.strip().splitlines() or ["git clone failed"])[-1]
+                raise SourceError(f"cannot clone {url} and no cached clone exists in {target}: {reason}")
+            os.rename(partial, target)  # only a whole clone ever sits at the cache path
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
         return target
 
     def _web_url(self) -> str:
@@ -139,20 +197,29 @@ class Repository:
         return DEFAULT_URLS.get(self.side, self.location)
 
     def resolve(self, ref: str) -> "Snapshot":
-        """A branch, tag, short or full sha, ``HEAD`` or ``main~3`` -> a Snapshot; ``WORKTREE``:
-        HEAD's commit with every file read from the work tree on disk."""
+        """A branch, tag, short or full sha, ``HEAD``, ``main~3``, ``main@{1}`` -> a Snapshot;
+        ``WORKTREE``: HEAD's commit with every file read from the work tree on disk.
+
+        git itself resolves the ref (GitPython's own parser fails on ``@{...}`` forms); a ref
+        that is not a commit here is one SourceError, whatever git says.
+        """
         if ref == "WORKTREE":
             from .worktree import WorkTreeSnapshot  # a Snapshot subclass (it imports this module)
 
             return WorkTreeSnapshot.of(self)
+        if not ref or ref.startswith("-") or any(ch in ref for ch in "\0\n\r"):
+            raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}: not a git ref")
         candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
+        reason = ""
         for candidate in candidates:
-            try:
-                commit = self.git.commit(candidate)
-                return Snapshot(self, commit, ref)
-            except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
-                continue
-        raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}")
+            done = subprocess.run(["git", "--git-dir", self.git.git_dir, "rev-parse", "--verify", "--quiet",
+                                   "--end-of-options", f"{candidate}^{{commit}}"], capture_output=True, text=True)
+            sha = done.stdout.strip()
+            if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
+                return Snapshot(self, self.git.commit(sha), ref)
+            reason = reason or (done.stderr.strip().splitlines() or [""])[-1].removeprefix("fatal: ")
+        raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}"
+                          + (f": {reason}" if reason else ""))
 
 
 @dataclass
@@ -214,6 +281,9 @@ class Snapshot:
             raise SourceError(f"{self.side}: {path} not found at {self.ref} ({self.sha[:12]}) "
                               f"in {self.repository.location}")
         self.reads[path] = obj.hexsha
+        if obj.size > limits.MAX_FILE_BYTES:
+            raise limits.LimitExceeded(f"{self.side}: {path} at {self.ref} ({self.sha[:12]}): {obj.size} bytes; "
+                                       f"the limit is {limits.MAX_FILE_BYTES} bytes")
         return obj.data_stream.read().decode("utf-8", errors="replace")
 
     def listdir(self, path: str) -> list[str]:

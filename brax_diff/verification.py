@@ -53,23 +53,45 @@ def reading(entry: dict) -> str:
         reason = entry.get("reason", "not tested")
         return f"inconclusive: {reason}" + (f"; a difference of ±{mde:.3g} or more would have been found"
                                               if mde else "")
-    x, y = entry["arm"], entry["vs"]
-    if entry["verdict"] == "supported":
+    x = entry.get("arm", "the arm")
+    if entry.get("verdict") == "supported":
         return f"{x} scores higher"
-    if entry["verdict"] == "not_supported":
+    if entry.get("verdict") == "not_supported":
         return f"{x} scores lower"
     mde = entry.get("min_detectable_effect")
     return "not resolved" + (f": a true difference of ±{mde:.3g} or more would have been found (80% power)"
                              if mde else "")
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _typed(entry: dict) -> dict:
+    """The fields of one verdict the report shows, each of the type it needs; a field of
+    another type is left out rather than shown wrong (or crashing the rendering)."""
+    out: dict[str, Any] = {}
+    for name in ("family", "arm", "vs", "key", "verdict", "reason"):
+        if isinstance(entry.get(name), str):
+            out[name] = entry[name]
+    for name in ("delta", "ci_level", "p", "min_detectable_effect", "mean_x", "mean_y"):
+        if _number(entry.get(name)):
+            out[name] = entry[name]
+    for name in ("seeds", "tests_in_family"):
+        if isinstance(entry.get(name), int) and not isinstance(entry.get(name), bool):
+            out[name] = entry[name]
+    ci = entry.get("ci")
+    if isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci)) and "ci_level" in out:
+        out["ci"] = ci
+    return out
+
+
 def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict:
-    keep = ("family", "arm", "vs", "key", "verdict", "seeds", "delta", "ci", "ci_level", "p",
-            "min_detectable_effect", "mean_x", "mean_y", "tests_in_family", "reason")
-    out = {k: entry[k] for k in keep if k in entry}
-    out["reading"] = reading(entry)
-    tested = entry["vs"] if entry.get("family") == "loo" else entry["arm"]
-    plot = plots.get(tested) if entry.get("family") in ("loo", "variants") else None
+    out = _typed(entry)
+    out["reading"] = reading(out)
+    tested = out.get("vs") if out.get("family") == "loo" else out.get("arm")
+    plot = plots.get(tested) if out.get("family") in ("loo", "variants") and isinstance(plots, dict) else None
+    plot = plot if isinstance(plot, str) else None
     if plot:
         out["plot"] = _link(result_dir, report_dir, plot)
     return out
@@ -78,38 +100,65 @@ def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict
 def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> dict:
     """The report's verification model: protocol, gap, leave-one-out ranking, and per key the
     verdict shown beside its classification (leave-one-out where run, else the variant arm)."""
-    plan = result.get("plan", {})
-    plots = result.get("plots", {})
-    scoring = plan.get("scoring", {})
+    plan = result.get("plan") if isinstance(result.get("plan"), dict) else {}
+    plots = result.get("plots") if isinstance(result.get("plots"), dict) else {}
+    scoring = plan.get("scoring") if isinstance(plan.get("scoring"), dict) else {}
     entries = [_entry(e, result_dir, report_dir, plots) for e in result["verdicts"]]
     keys: dict[str, dict] = {}
     for family in ("variants", "loo"):  # leave-one-out wins where both ran
         for entry in entries:
             if entry.get("family") == family and entry.get("key"):
                 keys[entry["key"]] = entry
-    gap = dict(result.get("gap") or {})
+    raw_gap = result.get("gap") or {}
+    gap: dict[str, Any] = {}
     for name, _ in GAP_ROWS:
-        if isinstance(gap.get(name), dict):
-            gap[name] = dict(gap[name], reading=reading(gap[name]))
-    envs = plan.get("envs", [])
-    gap_plots = [_link(result_dir, report_dir, plots[f"gap:{env}"]) for env in envs if f"gap:{env}" in plots]
+        if isinstance(raw_gap.get(name), dict):
+            row = _typed(raw_gap[name])
+            gap[name] = dict(row, reading=reading(row))
+    for name in ("closed_fraction", "baseline_mean", "all_fixes_mean", "reference_mean"):
+        if _number(raw_gap.get(name)):
+            gap[name] = raw_gap[name]
+    interval = raw_gap.get("closed_fraction_ci")
+    if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
+        gap["closed_fraction_ci"] = interval
+    if isinstance(raw_gap.get("reason"), str):
+        gap["reason"] = raw_gap["reason"]
+    if isinstance(raw_gap.get("seeds"), int):
+        gap["seeds"] = raw_gap["seeds"]
+    envs = [e for e in plan.get("envs", []) if isinstance(e, str)] if isinstance(plan.get("envs"), list) else []
+    gap_plots = [_link(result_dir, report_dir, plots[f"gap:{env}"]) for env in envs
+                 if isinstance(plots.get(f"gap:{env}"), str)]
     loo = sorted((e for e in entries if e.get("family") == "loo"),
-                 key=lambda e: (-(e.get("delta") if e.get("delta") is not None else float("-inf")), e["arm"]))
+                 key=lambda e: (-e.get("delta", float("-inf")), e.get("arm", "")))
     runs = result["runs"]
+
+    def whole(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def mapping(value: Any) -> dict:
+        return {str(k): v for k, v in value.items() if isinstance(v, (str, int, float, bool))} if isinstance(
+            value, dict) else {}
+
+    throughput = {}
+    for trainer, figures in (result.get("throughput") or {}).items():
+        if isinstance(figures, dict) and _number(figures.get("env_steps_per_s")):
+            throughput[str(trainer)] = {k: v for k, v in figures.items() if _number(v)}
     return {
         "protocol": {
-            "envs": envs, "seeds": plan.get("seeds"), "env_steps": plan.get("budget"),
-            "requested_budget": plan.get("requested_budget"), "num_envs": plan.get("num_envs"),
-            "arm_groups": plan.get("arm_groups", []), "score_kind": scoring.get("score_kind"),
-            "eval_envs": scoring.get("eval_envs"), "deterministic": scoring.get("deterministic"),
-            "checkpoints": scoring.get("evals"), "device": result.get("device"),
-            "overrides": plan.get("overrides", {}), "warnings": plan.get("warnings", []),
-            "spec_sets": plan.get("spec_sets", {}),
+            "envs": envs, "seeds": whole(plan.get("seeds")), "env_steps": whole(plan.get("budget")),
+            "requested_budget": whole(plan.get("requested_budget")), "num_envs": whole(plan.get("num_envs")),
+            "score_kind": scoring.get("score_kind") if isinstance(scoring.get("score_kind"), str) else None,
+            "eval_envs": whole(scoring.get("eval_envs")), "deterministic": scoring.get("deterministic") is True,
+            "checkpoints": whole(scoring.get("evals")),
+            "device": result.get("device") if isinstance(result.get("device"), str) else None,
+            "overrides": mapping(plan.get("overrides")), "spec_sets": mapping(plan.get("spec_sets")),
+            "warnings": [w for w in plan.get("warnings", []) if isinstance(w, str)]
+            if isinstance(plan.get("warnings"), list) else [],
             "runs": len(runs), "failed": sum(1 for r in runs if r.get("status") != "ok"),
-            "throughput": result.get("throughput", {}),
+            "throughput": throughput,
         },
         "gap": gap,
-        "gap_rows": [{"name": name, "title": title} for name, title in GAP_ROWS if isinstance(gap.get(name), dict)],
+        "gap_rows": [{"name": name, "title": title} for name, title in GAP_ROWS if name in gap],
         "gap_plots": gap_plots,
         "leave_one_out": loo,
         "keys": dict(sorted(keys.items())),

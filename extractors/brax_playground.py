@@ -25,7 +25,7 @@ from brax_diff.facts import Finding, Provenance
 from brax_diff.sources import Snapshot
 
 from .brax_scope import IndexedModule, Scope, Setting, descendants, first_positional
-from .pyast import NotLiteral, call_kwargs, dotted_name, literal
+from .pyast import NotLiteral, call_kwargs, dotted_name, literal, parse_module
 
 # Playground family -> (params file, registry package) inside the Playground repository.
 FAMILY_PATHS = {
@@ -60,9 +60,9 @@ def registered_envs(snapshot: Snapshot, family: str) -> list[str]:
     """Env names registered in the family's registry module, sorted."""
     path = FAMILY_PATHS[family][1]
     try:
-        module = cst.parse_module(snapshot.read(path))
-    except cst.ParserSyntaxError as exc:
-        raise BraxDiffError(f"playground: cannot parse {path} at {snapshot.ref}: {exc.message}") from None
+        module = parse_module(snapshot.read(path), path)
+    except SyntaxError as exc:
+        raise BraxDiffError(f"playground: {exc} at {snapshot.ref}") from None
     names: set[str] = set()
     for node in module.body:
         for small in getattr(node, "body", ()) if isinstance(node, cst.SimpleStatementLine) else ():

@@ -18,9 +18,15 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from brax_diff.limits import LimitExceeded, check_code_depth, check_nesting, int_literal_refused, operation_refused
+
 
 class NotLiteral(ValueError):
     """The expression is not a constant the static evaluator understands."""
+
+
+class LiteralTooLarge(NotLiteral):
+    """The constant would pass a size limit (brax_diff.limits); it is not computed."""
 
 
 @dataclass(frozen=True)
@@ -37,13 +43,12 @@ class PyModule:
 
     def __init__(self, source: str, path: str = "<string>") -> None:
         self.path = path
+        self.module = parse_module(source, path)
+        self.wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
         try:
-            module = cst.parse_module(source)
-        except cst.ParserSyntaxError as exc:
-            raise SyntaxError(f"{path}: cannot parse: {exc.message} (line {exc.raw_line})") from None
-        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.module = self.wrapper.module
-        self.positions = self.wrapper.resolve(PositionProvider)
+            self.positions = self.wrapper.resolve(PositionProvider)
+        except RecursionError:  # a flat ast node libcst nests (a long `a and b and ...`)
+            raise SyntaxError(f"{path}: cannot parse: nested deeper than the recursion limit") from None
 
     def line(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line
@@ -83,9 +88,13 @@ class PyModule:
         return self.module.code_for_node(node).strip()
 
     def literal_or_code(self, node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
-        """The literal value, or ``Code('...')`` wrapping the source text when not literal."""
+        """The literal value, or ``Code('...')`` wrapping the source text when not literal.
+
+        A literal past a size limit (``10**10**10``) is a LimitExceeded naming the line."""
         try:
             return literal(node, names)
+        except LiteralTooLarge as exc:
+            raise LimitExceeded(f"{self.path}: line {self.line(node)}: {exc}") from None
         except NotLiteral:
             return Code(self.code(node))
 
@@ -129,6 +138,19 @@ def parse_file(snapshot, path: str) -> IndexedModule:
     return module
 
 
+def parse_module(source: str, path: str) -> cst.Module:
+    """libcst's parse, after the nesting checks that keep it from recursing past the stack
+    (LimitExceeded naming the line); SyntaxError when it cannot parse."""
+    check_nesting(source, path, "python")
+    check_code_depth(source, path)
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise SyntaxError(f"{path}: cannot parse: {exc.message} (line {exc.raw_line})") from None
+    except RecursionError:
+        raise SyntaxError(f"{path}: cannot parse: nested deeper than the recursion limit") from None
+
+
 @dataclass(frozen=True)
 class Code:
     """An expression that is not a literal, kept as its source text."""
@@ -148,6 +170,25 @@ _BINARY = {
     cst.Power: operator.pow,
     cst.Modulo: operator.mod,
 }
+# Python's symbol for each operator, as brax_diff.limits.operation_refused takes it.
+OPERATOR_SYMBOLS = {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
+                    cst.Power: "**", cst.Modulo: "%"}
+
+
+def checked_operation(operator_node: cst.BaseBinaryOp, left: Any, right: Any) -> Any:
+    """``left op right`` after the size check (LiteralTooLarge); NotLiteral when Python refuses it."""
+    op = _BINARY.get(type(operator_node))
+    if op is None:
+        raise NotLiteral("binary operator")
+    if isinstance(operator_node, cst.Modulo) and isinstance(left, (str, bytes)):
+        raise NotLiteral("%-formatting")  # kept as code: its widths could ask for any size
+    refused = operation_refused(OPERATOR_SYMBOLS[type(operator_node)], left, right)
+    if refused:
+        raise LiteralTooLarge(refused)
+    try:
+        return op(left, right)
+    except (TypeError, ZeroDivisionError, OverflowError, ValueError) as exc:
+        raise NotLiteral(str(exc)) from None
 
 
 def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
@@ -156,6 +197,9 @@ def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
     Raises :class:`NotLiteral` for anything else (calls, attributes, comprehensions).
     """
     if isinstance(node, cst.Integer):
+        refused = int_literal_refused(node.value.replace("_", ""))
+        if refused:
+            raise LiteralTooLarge(refused)
         return int(node.value.replace("_", ""), 0)
     if isinstance(node, cst.Float):
         return float(node.value.replace("_", ""))
@@ -172,21 +216,20 @@ def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
         raise NotLiteral(node.value)
     if isinstance(node, cst.UnaryOperation):
         value = literal(node.expression, names)
-        if isinstance(node.operator, cst.Minus):
-            return -value
-        if isinstance(node.operator, cst.Plus):
-            return +value
+        try:
+            if isinstance(node.operator, cst.Minus):
+                return -value
+            if isinstance(node.operator, cst.Plus):
+                return +value
+        except TypeError as exc:  # -"text"
+            raise NotLiteral(str(exc)) from None
         if isinstance(node.operator, cst.Not):
             return not value
         raise NotLiteral("unary operator")
     if isinstance(node, cst.BinaryOperation):
-        op = _BINARY.get(type(node.operator))
-        if op is None:
+        if type(node.operator) not in _BINARY:
             raise NotLiteral("binary operator")
-        try:
-            return op(literal(node.left, names), literal(node.right, names))
-        except (TypeError, ZeroDivisionError, OverflowError) as exc:
-            raise NotLiteral(str(exc)) from None
+        return checked_operation(node.operator, literal(node.left, names), literal(node.right, names))
     if isinstance(node, (cst.Tuple, cst.List)):
         items = []
         for element in node.elements:
@@ -199,7 +242,11 @@ def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
         for element in node.elements:
             if not isinstance(element, cst.DictElement):
                 raise NotLiteral("dict unpacking")
-            out[literal(element.key, names)] = literal(element.value, names)
+            key = literal(element.key, names)
+            try:
+                out[key] = literal(element.value, names)
+            except TypeError as exc:  # an unhashable key: {[1]: 2}
+                raise NotLiteral(str(exc)) from None
         return out
     raise NotLiteral(type(node).__name__)
 

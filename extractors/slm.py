@@ -26,13 +26,14 @@ from __future__ import annotations
 import fnmatch
 import math
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from brax_diff.errors import BraxDiffError, ConfigError, SpecError
 from brax_diff.facts import Extraction, Fact, Finding, Provenance
+from brax_diff.io import read_text
+from brax_diff.limits import load_yaml
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS, canonical_activation
 
@@ -56,6 +57,18 @@ REQUIRED_MAPPINGS = ("agent", "agent.algorithm", "agent.net", "env")
 NULLABLE_MAPPINGS = ("agent.memory", "agent.algorithm.clip_eps_spec", "agent.algorithm.entropy_coef_spec",
                      "agent.net.optim_spec", "agent.net.loss_spec", "agent.net.lr_scheduler_spec",
                      "agent.net.actor_arc", "agent.net.critic_arc")
+# Spec values read as numbers, and as names (looked up in tables): a value of another type is
+# one SpecError naming its line, not a TypeError deep in a fact.
+SPEC_NUMBERS = ("env.num_envs", "env.reward_scale", "env.clip_obs", "agent.algorithm.time_horizon",
+                "agent.algorithm.minibatch_size", "agent.algorithm.training_epoch", "agent.algorithm.gamma",
+                "agent.algorithm.lam",
+                "agent.algorithm.val_loss_coef", "agent.algorithm.clip_eps_spec.start_val",
+                "agent.algorithm.entropy_coef_spec.start_val", "agent.net.clip_grad_val", "agent.net.optim_spec.lr",
+                "agent.net.optim_spec.eps", "agent.net.lr_scheduler_spec.min_factor", "agent.net.log_std_init")
+SPEC_NAMES = ("env.name", "agent.memory.name", "agent.algorithm.name", "agent.algorithm.action_pdtype",
+              "agent.algorithm.clip_eps_spec.name", "agent.algorithm.entropy_coef_spec.name", "agent.net.type",
+              "agent.net.optim_spec.name", "agent.net.loss_spec.name", "agent.net.lr_scheduler_spec.name",
+              "agent.net.hid_layers_activation", "agent.net.init_fn")
 # Keys SLM-Lab's own machinery reads from every algorithm/net spec, outside the class.
 ALGORITHM_KEYS_READ_ELSEWHERE = {"name"}
 TORCH_ADAM_EPS = 1e-8  # torch.optim.Adam's default eps
@@ -77,16 +90,13 @@ def trains(extraction: Extraction) -> tuple[bool, str | None]:
 def load_mapping(path: str | None = None) -> dict:
     """The variant -> family/envs mapping: the shipped file, or the user's ``path``."""
     if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"mapping file {path}: {exc.strerror or exc}") from None
+        text = read_text(path, "mapping file", ConfigError)
         origin = path
     else:
         text = resources.files("brax_diff").joinpath("data/slm_mapping.yaml").read_text(encoding="utf-8")
         origin = "shipped slm_mapping.yaml"
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, f"mapping file {origin}")
     except yaml.YAMLError as exc:
         raise ConfigError(f"mapping file {origin}: invalid YAML: {str(exc).splitlines()[0]}") from None
     return validate_mapping(data, origin)
@@ -159,6 +169,7 @@ class SlmExtractor:
     def variant(self, name: str) -> Extraction:
         spec = self.spec_file.resolve(name)
         spec.require_mappings(REQUIRED_MAPPINGS, NULLABLE_MAPPINGS)
+        spec.require_types(SPEC_NUMBERS, SPEC_NAMES)
         extraction = Extraction(
             side="slm",
             sources={"slm": self.snapshot.info()},
@@ -175,6 +186,11 @@ class SlmExtractor:
             return None
         envs = [e for e in self.envs_of(variant) if not any(c in e for c in "*?[")]
         return f"playground/{envs[0]}" if envs else "playground/${env}"
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _VariantFacts:
@@ -196,10 +212,16 @@ class _VariantFacts:
 
     def add(self, key: str, value: Any, provenance, note: str | None = None, declared: Any = None) -> None:
         assert key in KEYS, key
-        if isinstance(provenance, Provenance):
+        if isinstance(provenance, Provenance) or provenance is None:  # None: neither spec nor code sets it
             provenance = (provenance,)
-        self.out.add(Fact(key, value, tuple(p for p in provenance if p is not None), note,
-                          declared if declared != value else None))
+        provenance = tuple(p for p in provenance if p is not None)
+        try:
+            fact = Fact(key, value, provenance, note, declared if declared != value else None)
+        except TypeError:  # a spec value no canonical key can hold (a mapping where a number goes)
+            where = f"{provenance[0].path}: line {provenance[0].line}: " if provenance else f"{self.spec.path}: "
+            raise SpecError(f"{where}variant {self.spec.name}: {key} would be {_short_repr(value)}, "
+                            "which is not a value") from None
+        self.out.add(fact)
 
     def find(self, kind: str, severity: str, message: str, provenance=(), key: str | None = None) -> None:
         self.out.find(Finding(kind, severity, message, tuple(provenance), key))
@@ -342,6 +364,12 @@ class _VariantFacts:
                         "epochs_per_update"):
                 self.unknown(key, why, (self.at_spec("agent.algorithm"),), kind="missing_setting")
             return
+        for dotted, value, at in (("env.num_envs", num_envs, num_envs_at),
+                                  ("agent.algorithm.time_horizon", horizon, horizon_at),
+                                  ("agent.algorithm.minibatch_size", minibatch, minibatch_at)):
+            if value < 1:  # SLM-Lab divides by each of them
+                where = f"{at.path}: line {at.line}" if at else self.spec.path
+                raise SpecError(f"{where}: variant {self.spec.name}: {dotted} must be at least 1, not {value}")
         eff_h, eff_mb, trigger = horizon, minibatch, None
         guard_at: dict[str, list[Provenance]] = {}
         for attr in ("time_horizon", "minibatch_size", "training_frequency"):

@@ -19,6 +19,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from brax_diff.errors import SourceError
+from brax_diff.limits import operation_refused
 from brax_diff.sources import Snapshot
 
 from .pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal, parse_file

@@ -23,12 +23,13 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from brax_diff.errors import SpecError
+from brax_diff.limits import MAX_NESTING, MAX_VALUES, BoundedConstructor, LimitExceeded, compose_yaml, load_json
 
 # ``${name}``, as SLM-Lab's spec_util.VAR_PATTERN matches it.
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 # Most nodes one variant may expand to through aliases; the real specs need a few
 # thousand. A small file whose aliases nest (a "billion laughs" bomb) stops here.
-MAX_EXPANDED_NODES = 200_000
+MAX_EXPANDED_NODES = MAX_VALUES
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 # Placeholders that name the run's environment or its length: SLM-Lab requires them to run,
 # but only `lr_decay_steps` depends on them (the LR schedule's horizon, which is then
@@ -72,6 +73,21 @@ class ResolvedSpec:
                 raise SpecError(f"{self.path}: variant {self.name}: {dotted} must be a mapping, "
                                 f"not {type(value).__name__} (line {self.line(dotted)})")
 
+    def require_types(self, numbers: tuple[str, ...], names: tuple[str, ...]) -> None:
+        """A SpecError naming the key and line when a value read as a number is not one (or
+        text float() reads: YAML 1.1 loads ``1e-3`` as a string, SLM-Lab converts it), or a
+        value read as a name is a mapping or a list. Absent and null values pass."""
+        for dotted in numbers:
+            value = self.get(dotted)
+            if value is not None and not _is_number(value):
+                raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
+                                f"a number, not {type(value).__name__} {_short(value)}")
+        for dotted in names:
+            value = self.get(dotted)
+            if isinstance(value, (dict, list)):
+                raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
+                                f"a name, not a {'mapping' if isinstance(value, dict) else 'list'}")
+
     def line(self, dotted: str) -> int | None:
         """The line of the value at ``dotted``, or of its nearest written parent."""
         parts = tuple(dotted.split("."))
@@ -80,6 +96,21 @@ class ResolvedSpec:
                 return self.lines[parts]
             parts = parts[:-1]
         return None
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)):
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(value, str)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def substitute(text: str, sets: dict[str, str] | None) -> str:
@@ -111,12 +142,14 @@ class SpecFile:
         self.is_json = path.endswith(".json")
         if self.is_json:
             try:  # SLM-Lab reads .json with json.loads: reject what it would reject
-                json.loads(self.text)
+                load_json(self.text, path)
             except json.JSONDecodeError as exc:
                 raise SpecError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+            except ValueError as exc:  # an integer past the digit limit
+                raise SpecError(f"{path}: invalid JSON: {exc}") from None
         try:
             # JSON is (near enough) YAML: composing it the same way keeps its lines.
-            self.root = yaml.compose(self.text, Loader=yaml.SafeLoader)
+            self.root = compose_yaml(self.text, path)
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             where = f" at line {mark.line + 1}" if mark else ""
@@ -142,10 +175,8 @@ class SpecFile:
         node = self._top[name]
         if not isinstance(node, MappingNode):
             raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: variant {name} must be a mapping")
-        builder = _Builder(self.path)
-        lines: dict[Path, int] = {}
-        data = builder.build(node, (), lines)
-        spec = ResolvedSpec(self.path, name, data, lines)
+        data, lines = _Builder(self.path).build(node)
+        spec = ResolvedSpec(self.path, name, data, lines.flatten())
         self._check_placeholders(spec)
         return spec
 
@@ -172,36 +203,45 @@ def _strings(value: Any, path: Path):
 
 
 class _Builder:
-    """Builds plain values from composed nodes, recording lines; bounds alias expansion."""
+    """Builds plain values from composed nodes, recording lines; bounds alias expansion.
+
+    Work is linear in the size of the resolved variant: each built value comes with its
+    own tree of lines (``_Lines``), so a key that replaces a merged value drops that
+    value's lines with it instead of searching every recorded path.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.count = 0
-        self.constructor = yaml.constructor.SafeConstructor()
+        self.constructor = BoundedConstructor()
+        self.constructor.origin = path
         self.active: set[int] = set()  # collection nodes being built (a cycle is an error)
 
-    def build(self, node: Node, path: Path, lines: dict[Path, int]) -> Any:
+    def build(self, node: Node, depth: int = 1) -> tuple[Any, "_Lines"]:
+        line = node.start_mark.line + 1
         self.count += 1
         if self.count > MAX_EXPANDED_NODES:
-            raise SpecError(f"{self.path}: aliases expand past {MAX_EXPANDED_NODES} values (an alias bomb?); "
-                            "refusing to expand further")
-        lines[path] = node.start_mark.line + 1
+            raise LimitExceeded(f"{self.path}: line {line}: aliases expand past {MAX_EXPANDED_NODES} values "
+                                "(limit; an alias bomb?)")
+        if depth > MAX_NESTING:
+            raise LimitExceeded(f"{self.path}: line {line}: values nest deeper than {MAX_NESTING} levels (limit)")
         if isinstance(node, ScalarNode):
             try:
-                return self.constructor.construct_object(node, deep=True)
+                return self.constructor.construct_object(node, deep=True), _Lines(line)
             except yaml.YAMLError as exc:
-                raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: {exc}") from None
+                raise SpecError(f"{self.path}: line {line}: {exc}") from None
         if id(node) in self.active:
-            raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: an alias refers to itself")
+            raise SpecError(f"{self.path}: line {line}: an alias refers to itself")
         self.active.add(id(node))
         try:
             if isinstance(node, SequenceNode):
-                return [self.build(item, path + (str(i),), lines) for i, item in enumerate(node.value)]
-            return self._mapping(node, path, lines)
+                built = [self.build(item, depth + 1) for item in node.value]
+                return [value for value, _ in built], _Lines(line, {str(i): lines for i, (_, lines) in enumerate(built)})
+            return self._mapping(node, depth)
         finally:
             self.active.discard(id(node))
 
-    def _mapping(self, node: MappingNode, path: Path, lines: dict[Path, int]) -> dict:
+    def _mapping(self, node: MappingNode, depth: int) -> tuple[dict, "_Lines"]:
         merged: list[MappingNode] = []
         explicit: list[tuple[str, Node]] = []
         for key_node, value_node in node.value:
@@ -211,20 +251,20 @@ class _Builder:
             if not isinstance(key_node, ScalarNode):
                 raise SpecError(f"{self.path}: line {key_node.start_mark.line + 1}: keys must be plain scalars")
             explicit.append((str(self.constructor.construct_object(key_node)), value_node))
-        own_line = lines[path]
         out: dict[str, Any] = {}
+        children: dict[str, _Lines] = {}
         # Shallow merge, as YAML's << does: the first merged mapping wins over later
         # ones, and the mapping's own keys win over all of them.
         for source in reversed(merged):
-            for key, value in self.build(source, path, lines).items():
+            values, lines = self.build(source, depth)
+            for key, value in values.items():
                 out.pop(key, None)
                 out[key] = value
-        lines[path] = own_line
+                children[key] = lines.children[key]
         for key, value_node in explicit:
-            _forget(lines, path + (key,))  # lines of a merged value this key replaces
             out.pop(key, None)
-            out[key] = self.build(value_node, path + (key,), lines)
-        return out
+            out[key], children[key] = self.build(value_node, depth + 1)
+        return out, _Lines(node.start_mark.line + 1, children)
 
     def _merge_sources(self, node: Node) -> list[MappingNode]:
         if isinstance(node, MappingNode):
@@ -235,6 +275,18 @@ class _Builder:
                         "or a list of mappings")
 
 
-def _forget(lines: dict[Path, int], prefix: Path) -> None:
-    for key in [k for k in lines if k[:len(prefix)] == prefix]:
-        del lines[key]
+@dataclass
+class _Lines:
+    """The line a value is written on, and its items' lines (by key, or list index as text)."""
+
+    line: int
+    children: dict[str, "_Lines"] = field(default_factory=dict)
+
+    def flatten(self) -> dict[Path, int]:
+        out: dict[Path, int] = {}
+        stack: list[tuple[Path, _Lines]] = [((), self)]
+        while stack:
+            path, lines = stack.pop()
+            out[path] = lines.line
+            stack.extend((path + (key,), child) for key, child in lines.children.items())
+        return out

@@ -4,7 +4,8 @@
 #   reports/upstream/:    today's upstream (Brax and Playground main, SLM-Lab master), with a
 #                         "changes since" section against the seed-era report.
 # Repositories default to the upstream URLs (cloned once into the cache); point them at
-# local clones with BRAX_REPO, PLAYGROUND_REPO and SLM_REPO.
+# local clones with BRAX_REPO, PLAYGROUND_REPO and SLM_REPO. Runs the installed `brax-diff`
+# (pip install -e . in this checkout), never code from the current directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 brax_repo=${BRAX_REPO:-https://github.com/google/brax}
@@ -23,8 +24,8 @@ for family in dm_control locomotion manipulation; do
   if [ "$family" = dm_control ] && [ -f "$seed_verification" ]; then
     verification=(--verification "$seed_verification")
   fi
-  python -m brax_diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
+  brax-diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
     --family "$family" --output "reports/phase5-seed/$family.md" "${verification[@]}"
-  python -m brax_diff report "${repos[@]}" --brax main --playground main --slm master \
+  brax-diff report "${repos[@]}" --brax main --playground main --slm master \
     --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json"
 done

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +17,8 @@ from brax_diff.sources import Repository
 from brax_diff.vocabulary import KEYS
 from extractors.brax import FAMILIES, BraxExtractor
 from gitfixture import make_repo
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -330,3 +336,25 @@ def test_conditions_on_other_arguments_are_not_guessed(repos):
     assert unknown[0].provenance[0].line == fx.line_of(fx.LOCO_PARAMS_TEXT, 'impl == "warp"')
     assert not [f for f in extractor(repos).family("locomotion").findings
                 if f.kind == "dead_branch" and "warp" in f.message]
+
+
+# -- limits (issue 12) ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("replacement, message", [
+    ("    num_envs: int = 10**10**10,\n", "10 ** 10000000000 has more than 100 digits (limit)"),
+    ("    num_envs: int = " + "9" * 5001 + ",\n", "an integer of 5001 digits; the limit is 100"),
+    ("    num_envs: int = " + "(" * 5000 + "4" + ")" * 5000 + ",\n", "nesting deeper than 64 levels (limit)"),
+])
+def test_a_train_default_past_a_limit_is_one_line_and_fast(tmp_path, replacement, message):
+    # 10**10**10 hung; 5,001 digits was a ValueError; 5,000 parentheses crashed libcst (SIGSEGV).
+    # Run as a process of its own, so the old behaviour fails the test instead of the run.
+    train = fx.TRAIN_OLD.replace("    num_envs: int = 4,\n", replacement)
+    assert train != fx.TRAIN_OLD
+    brax = make_repo(tmp_path / "brax", [{**fx.BRAX_OLD, fx.TRAIN: train}])
+    make_repo(tmp_path / "playground", fx.PLAYGROUND_COMMITS[:1])
+    done = subprocess.run([sys.executable, "-m", "brax_diff", "extract", "brax", "--repo", str(tmp_path / "brax"),
+                           "--ref", brax[0], "--playground-repo", str(tmp_path / "playground"), "--defaults"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2
+    assert done.stderr == f"error: {fx.TRAIN}: line {fx.line_of(train, 'num_envs: int =')}: {message}\n"

@@ -6,6 +6,8 @@ import json
 import math
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 import slm_fixtures as fx
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError, ConfigError, SpecError
+from brax_diff.limits import LimitExceeded
 from brax_diff.sources import Repository
 from extractors.slm import SlmExtractor, load_mapping, validate_mapping
 from extractors.slm_spec import SpecFile
@@ -115,8 +118,120 @@ def test_alias_bomb_is_bounded():
     for i in range(1, 9):
         levels.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     text = "\n".join(levels) + "\nbomb:\n  agent: *a8\n"
-    with pytest.raises(SpecError, match="alias bomb"):
+    with pytest.raises(LimitExceeded, match=r"^bomb.yaml: line 1: aliases expand past 200000 values \(limit"):
         SpecFile(text, "bomb.yaml", {}).resolve("bomb")
+
+
+def nested_alias_bomb(levels: int, width: int = 10) -> str:
+    """Mappings of aliases of mappings: ``width ** levels`` values from a few hundred bytes."""
+    lines = ["_a0: &a0 {" + ", ".join(f"k{i}: {i}" for i in range(width)) + "}"]
+    for level in range(1, levels + 1):
+        lines.append(f"_a{level}: &a{level} {{" + ", ".join(f"k{i}: *a{level - 1}" for i in range(width)) + "}")
+    return "\n".join(lines) + f"\nbomb:\n  agent:\n    <<: *a{levels}\n    own: 1\n"
+
+
+def test_nested_mapping_aliases_resolve_in_time_linear_in_the_result():
+    # The walk forgot merged lines by scanning every recorded path: 11,111 values took 6 s,
+    # 111,111 more than 10 minutes. Now each value costs the same.
+    started = time.monotonic()
+    spec = SpecFile(nested_alias_bomb(4), "bomb.yaml", {}).resolve("bomb")
+    assert time.monotonic() - started < 10
+    assert len(spec.lines) == 111_113 and spec.get("agent.k9.k9.k9.k9.k9") == 9 and spec.get("agent.own") == 1
+    assert spec.line("agent.k3.k2.k1.k0.k5") == 1 and spec.line("agent.k3") == 4 and spec.line("agent.own") == 9
+    started = time.monotonic()
+    with pytest.raises(LimitExceeded, match=r"^bomb.yaml: line \d: aliases expand past 200000 values \(limit"):
+        SpecFile(nested_alias_bomb(6), "bomb.yaml", {}).resolve("bomb")
+    assert time.monotonic() - started < 10
+
+
+def test_many_plain_keys_in_a_variant_resolve_fast():
+    # 8,000 keys took 31 s through `extract slm` (quadratic in the keys).
+    text = "v:\n  agent:\n    extra:\n" + "".join(f"      key{i}: {i}\n" for i in range(20_000))
+    started = time.monotonic()
+    spec = SpecFile(text, "keys.yaml", {}).resolve("v")
+    assert time.monotonic() - started < 10
+    assert spec.get("agent.extra.key19999") == 19999 and spec.line("agent.extra.key19999") == 20_003
+
+
+def test_thousands_of_unread_algorithm_keys_extract_in_linear_time(tmp_path, capsys, monkeypatch):
+    # 8,000 keys in a variant took 31 s through `extract slm`: besides the alias walk, every
+    # unread-key finding was checked against all earlier ones.
+    monkeypatch.chdir(tmp_path)
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n").replace(
+        "      training_epoch: 5\n", "      training_epoch: 5\n" + "".join(f"      key{i}: {i}\n" for i in range(12_000)), 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    started = time.monotonic()
+    code, out, _ = run_cli(["--repo", str(path), "--set", "max_frame=1000", "--variant", "ppo_fx", "--format", "json"],
+                           capsys)
+    assert time.monotonic() - started < 15
+    unread = [f for f in json.loads(out)["findings"] if f["kind"] == "unread_spec_key"]
+    assert code == 0 and len(unread) == 12_000
+    assert any("agent.algorithm.key11999 " in f["message"] for f in unread)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("v: {x: " + "[" * 3000 + "]" * 3000 + "}\n", "deep.yaml: line 1: nesting deeper than 64 levels (limit)"),
+    ("v:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(100)),
+     "deep.yaml: line 64: nesting deeper than 64 levels (limit)"),
+    ("a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 100)) + "v: {x: *a99}\n",
+     "deep.yaml: line 37: values nest deeper than 64 levels (limit)"),  # a36, 64 levels below v
+    ("v: {time_horizon: " + "9" * 5001 + "}\n", "deep.yaml: line 1: an integer of 5001 digits; the limit is 100"),
+])
+def test_deep_or_huge_specs_stop_at_a_limit_naming_the_line(text, message):
+    with pytest.raises(LimitExceeded) as caught:
+        SpecFile(text, "deep.yaml", {}).resolve("v")
+    assert str(caught.value) == message
+
+
+def test_huge_integer_in_a_json_spec_is_a_spec_error():
+    with pytest.raises(SpecError, match=r"^demo.json: invalid JSON: an integer of 5001 digits; the limit is 100"):
+        SpecFile('{"v": {"x": ' + "9" * 5001 + "}}", "demo.json", {})
+
+
+@pytest.mark.parametrize("key", ["time_horizon", "minibatch_size"])
+def test_zero_time_horizon_or_minibatch_is_one_line(capsys, tmp_path, monkeypatch, key):
+    # time_horizon: 0 raised ZeroDivisionError in the minibatch count.
+    monkeypatch.chdir(tmp_path)
+    spec = fx.SPEC.replace("time_horizon: 16\n", "time_horizon: 0\n", 1) if key == "time_horizon" else \
+        fx.SPEC.replace("minibatch_size: 64\n", "minibatch_size: 0\n", 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    written = spec.lstrip("\n").splitlines()  # as make_repo writes the file
+    line = written.index(f"      {key}: 0" if key == "time_horizon" else f"  {key}: 0") + 1
+    code, _, err = run_cli(["--repo", str(path), "--set", "max_frame=1000", "--variant", "ppo_fx"], capsys)
+    assert code == 2
+    assert err == (f"error: {fx.SPEC_PATH}: line {line}: variant ppo_fx: agent.algorithm.{key} "
+                   "must be at least 1, not 0\n")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("  val_loss_coef: 0.4\n", "  val_loss_coef: {}\n", "agent.algorithm.val_loss_coef must be a number, not dict {}"),
+    ("    lr: 2.5e-4\n", "    lr: g\n", "agent.net.optim_spec.lr must be a number, not str 'g'"),
+    ("      training_epoch: 5\n", "      training_epoch: {a: 1}\n",
+     "agent.algorithm.training_epoch must be a number, not dict {'a': 1}"),
+    ("  loss_spec: {name: MSELoss}\n", "  loss_spec: {name: [MSELoss]}\n", "agent.net.loss_spec.name must be a name, not a list"),
+])
+def test_a_spec_value_of_the_wrong_type_is_one_line_naming_it(tmp_path, old, new, message):
+    # Found by tests/test_fuzz.py: float({}) and {[...]: ...} lookups were TypeErrors.
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n")
+    assert old in spec
+    changed = spec.replace(old, new, 1)
+    line = changed.splitlines().index(new.rstrip("\n")) + 1
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: changed}])
+    ex = SlmExtractor(Repository(path, "slm").resolve("HEAD"), sets=SETS)
+    with pytest.raises(SpecError) as caught:
+        ex.variant("ppo_fx")
+    assert str(caught.value) == f"{fx.SPEC_PATH}: line {line}: variant ppo_fx: {message}"
+
+
+def test_a_setting_neither_spec_nor_code_gives_is_a_fact_without_lines(tmp_path):
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n").replace("      training_epoch: 5\n", "", 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    fact = SlmExtractor(Repository(path, "slm").resolve("HEAD"), sets=SETS).variant("ppo_fx").facts["epochs_per_update"]
+    assert fact.value is None and fact.provenance == ()
 
 
 def test_missing_variant_lists_the_choices(slm_repo):

@@ -211,7 +211,7 @@ def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
     assert read_previous(tmp_path / "absent.json") is None
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not a brax-diff report JSON"):
+    with pytest.raises(ConfigError, match=r"bad.json: invalid JSON at line 1: Expecting property name"):
         read_previous(bad)
     bad.write_text('{"schema": 99}', encoding="utf-8")
     with pytest.raises(ConfigError, match="schema 1"):
@@ -219,7 +219,7 @@ def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
 
 
 def test_committed_rules_doc_is_generated_from_the_table():
-    # Regenerate with: python -m brax_diff rules --format md > docs/rules.md
+    # Regenerate with: brax-diff rules --format md > docs/rules.md
     assert (ROOT / "docs" / "rules.md").read_text(encoding="utf-8") == render_rules_markdown(load_rules())
 
 

@@ -1,5 +1,9 @@
+import json
+import re
 import textwrap
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -243,3 +247,76 @@ def test_fix_templates_run_in_the_sandbox(tmp_path):
     """)
     fix = classified(rules_file=path)["clip_epsilon"].fix
     assert fix.has_value is False and fix.value is None
+
+
+# -- the template sandbox's limits (issue 12) ------------------------------------------------------
+
+def fix_rules(tmp_path, value: str, text: str = "nothing") -> Path:
+    # BD032 (clip_epsilon) differs in the fixtures: its fix is rendered.
+    return write_rules(tmp_path, f"""
+        rules:
+          - code: BD032
+            fix:
+              default_spec: agent.algorithm.clip_eps_spec.start_val
+              value: {json.dumps(value)}
+              text: {json.dumps(text)}
+    """)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{{ 'x' * 10**7 }}", "a repeated sequence longer than 100000 items (limit)"),  # 'x' * 10**10 took 24 GB
+    ("{{ 9 ** (9 ** 9) }}", "9 ** 387420489 has more than 100 digits (limit)"),
+    ("{{ '%0999999999d' % 1 }}", "%-formatting of a string is not evaluated"),
+    ("{{ 'x' * 60000 }}", "renders more than 10000 characters (limit)"),
+    ("{{ 'ab' | replace('', 'x' * 9999) }}", "replace would give more than 10000 characters (limit)"),
+])
+def test_a_fix_template_past_a_limit_is_one_error_naming_the_rule_and_line(tmp_path, value, message):
+    from brax_diff.sandbox import TemplateLimit
+
+    path = fix_rules(tmp_path, value)
+    started = time.monotonic()
+    with pytest.raises(TemplateLimit) as caught:
+        classified(rules_file=path)
+    assert time.monotonic() - started < 10
+    assert str(caught.value) == f"rules file {path} (line 3): rule BD032: fix.value: {message}"
+
+
+def test_limits_in_the_text_template_name_the_text(tmp_path):
+    from brax_diff.sandbox import TemplateLimit
+
+    with pytest.raises(TemplateLimit, match=r"\(line 3\): rule BD032: fix.text: a repeated sequence longer"):
+        classified(rules_file=fix_rules(tmp_path, "{{ brax }}", "{{ 'ab' * 10**8 }}"))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",  # ran for hours
+     "{% for %} is not allowed (expressions and {% if %} only)"),
+    ("{% macro f() %}{{ f() ~ f() }}{% endmacro %}{{ f() }}", "{% macro %} is not allowed"),
+    ("{% set x = 'ab' %}{{ x }}", "{% assign %} is not allowed"),
+    ("{{ 'x' | center(10**9) }}", "No filter named 'center'"),
+    ("{{ 'x' | indent(10**9) }}", "No filter named 'indent'"),
+    ("{{ " + "(" * 1000 + "1" + ")" * 1000 + " }}", "nesting deeper than 64 levels (limit)"),
+    ("{{ brax }}" * 500, "longer than 4000 characters (limit)"),
+])
+def test_templates_that_could_run_unbounded_are_refused_when_the_rules_load(tmp_path, value, message):
+    with pytest.raises(ConfigError, match=r"rule BD032: fix.value: bad template .*" + re.escape(message)):
+        load_rules(fix_rules(tmp_path, value))
+
+
+@pytest.mark.parametrize("value", [
+    "{{ lipsum(10**6) }}",  # no globals
+    "{{ brax.__class__ }}",
+    "{{ 'abc'.ljust(10**9) }}",  # only size-preserving methods
+    "{{ 'abc'.replace('', 'x') }}",
+])
+def test_unsafe_calls_leave_the_value_out(tmp_path, value):
+    fix = classified(rules_file=fix_rules(tmp_path, value))["clip_epsilon"].fix
+    assert fix.has_value is False and fix.value is None
+
+
+def test_the_shipped_templates_still_render_in_the_bounded_sandbox():
+    fixes = {key: c.fix for key, c in classified().items() if c.fix is not None}
+    assert fixes["clip_epsilon"].value == 0.3
+    assert fixes["unrolls_per_update"].value == 480  # transitions_per_update.brax // num_envs.slm
+    assert fixes["action_distribution"].value == "NormalTanh"  # a dict literal's .get()
+    assert fixes["max_grad_norm"].text.endswith("(not at all).")

@@ -1,4 +1,6 @@
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +110,96 @@ def test_bare_repository_with_worktree_config_is_read_as_bare(repo_dir, tmp_path
                  ["config", "--worktree", "core.bare", "true"]):
         subprocess.run(["git", "-C", str(bare), *args], check=True)
     assert Repository(bare, "brax").resolve("main").sha == shas[1]
+
+
+# -- hardening (issue 12) -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_clone_cache_keeps_urls_with_the_same_slug_apart(tmp_path):
+    # Both URLs once mapped to repos/x+a+b.git: the second run reported the first one's commit.
+    slash = make_repo(tmp_path / "x" / "a" / "b.git", [{"f": "slash\n"}])
+    plus = make_repo(tmp_path / "x" / "a+b.git", [{"f": "plus\n"}, {"f": "plus 2\n"}])
+    cache = tmp_path / "cache"
+    first = Repository(f"file://{tmp_path}/x/a/b.git", "brax", cache_root=cache).resolve("main")
+    second = Repository(f"file://{tmp_path}/x/a+b.git", "brax", cache_root=cache).resolve("main")
+    assert (first.sha, first.read("f")) == (slash[0], "slash\n")
+    assert (second.sha, second.read("f")) == (plus[1], "plus 2\n")
+    clones = sorted(p.name for p in (cache / "repos").glob("*.git"))
+    assert len(clones) == 2 and all("-x-a-b.git-" in name for name in clones)  # one slug, two hashes
+    # One repository, one entry: a trailing slash or an upper-case scheme is the same URL.
+    Repository(f"FILE://{tmp_path}/x/a+b.git/", "brax", cache_root=cache)
+    assert len(list((cache / "repos").glob("*.git"))) == 2
+
+
+def test_concurrent_cold_clones_of_one_url_all_succeed(repo_dir, tmp_path):
+    # They used to share one .partial directory and delete each other's clone.
+    path, shas = repo_dir
+    cache = tmp_path / "cache"
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from brax_diff.sources import Repository; "
+              "print(Repository(sys.argv[2], 'brax', cache_root=sys.argv[3]).resolve('main').sha)")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(ROOT), f"file://{path}", str(cache)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+    assert [(out.strip(), code) for out, _, code in results] == [(shas[1], 0)] * 4, results
+    entries = sorted(p.name for p in (cache / "repos").iterdir())
+    assert len(entries) == 2 and entries[0].endswith(".git") and entries[1].endswith(".lock")  # no partials
+
+
+def test_a_broken_cache_entry_is_cloned_again(repo_dir, tmp_path, capfd):
+    path, shas = repo_dir
+    cache = tmp_path / "cache"
+    url = f"file://{path}"
+    clone = Path(Repository(url, "brax", cache_root=cache).git.git_dir)
+    subprocess.run(["rm", "-rf", str(clone)], check=True)
+    clone.write_text("not a repository\n")
+    assert Repository(url, "brax", cache_root=cache).resolve("main").sha == shas[1]
+    assert "is not a git repository; cloning it again" in capfd.readouterr().err
+    assert clone.is_dir()
+
+
+def test_reflog_refs_resolve_the_way_git_does(repo_dir):
+    # GitPython's parser raised IndexError / NotImplementedError on these.
+    path, shas = repo_dir
+    repo = Repository(path, "brax")
+    assert repo.resolve("main@{1}").sha == shas[0]
+    assert repo.resolve("main@{2025-01-01 13:00:00 +0000}").sha == shas[0]  # the fixture's reflog dates
+    assert repo.resolve("main@{2020-01-01}").sha == shas[0]  # before the reflog: its oldest entry, as git says
+    for ref in ("@{-1}", "main@{5}", "HEAD:pkg", "main^{tree}"):
+        with pytest.raises(SourceError, match=r"^brax: cannot resolve ref .* in "):
+            repo.resolve(ref)
+
+
+def test_reflog_refs_in_a_mirror_clone_are_one_line_errors(repo_dir, tmp_path, capsys):
+    from brax_diff.cli import main
+
+    path, _ = repo_dir
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(path), str(bare)], check=True)
+    for ref in ("main@{1}", "@{-1}", "main@{2020-01-01}"):
+        assert main(["extract", "slm", "--repo", str(bare), "--ref", ref]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: slm: cannot resolve ref '{ref}' in {bare}") and err.count("\n") == 1
+
+
+def test_refs_and_urls_never_reach_git_as_options(repo_dir, tmp_path):
+    path, _ = repo_dir
+    marker = tmp_path / "pwned"
+    with pytest.raises(SourceError, match="not a git ref"):
+        Repository(path, "brax").resolve("--output=" + str(marker))
+    # Without `--`, git clone took this "URL" for --upload-pack and ran the command.
+    url = f"--upload-pack=touch {marker};://x"
+    assert is_url(url)
+    with pytest.raises(SourceError, match="cannot clone"):
+        Repository(url, "brax", cache_root=tmp_path / "cache")
+    assert not marker.exists()
+
+
+def test_a_blob_past_the_file_size_limit_is_one_line(repo_dir, monkeypatch):
+    from brax_diff import limits
+
+    path, _ = repo_dir
+    monkeypatch.setattr(limits, "MAX_FILE_BYTES", 4)  # pkg/a.py holds 6 bytes
+    with pytest.raises(limits.LimitExceeded, match=r"^brax: pkg/a.py at main \(\w+\): 6 bytes; the limit is 4 bytes$"):
+        Repository(path, "brax").resolve("main").read("pkg/a.py")

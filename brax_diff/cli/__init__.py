@@ -3,12 +3,14 @@ module only parses flags, calls the library and prints."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
 
 from .. import __version__
 from ..errors import BraxDiffError
+from ..io import Interrupted, signals_as_exceptions
 from . import extract, history, report, verify
 from .common import HELP_MARKUP
 
@@ -42,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: a BraxDiffError becomes one line on stderr and its exit code."""
     try:
         # Without standalone mode click returns the code of ctx.exit()/typer.Exit(n).
-        result = app(args=argv, standalone_mode=False, prog_name="brax-diff")
+        # SIGTERM raises like SIGINT, so temporary files and staging directories are removed.
+        with signals_as_exceptions():
+            result = app(args=argv, standalone_mode=False, prog_name="brax-diff")
+    except Interrupted as exc:
+        print(f"error: interrupted ({signal.Signals(exc.signum).name})", file=sys.stderr)
+        return 128 + exc.signum
     except BraxDiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

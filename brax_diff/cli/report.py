@@ -7,7 +7,6 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,8 @@ from ..config import Settings, load_settings
 from ..factcache import FactCache
 from ..factcache import cache_root as fact_cache_root
 from ..errors import BraxDiffError
-from ..io import write_atomic
+from ..io import (check_writable, finish_interrupted_writes, interrupted_writes, read_json, read_text,
+                  write_all, write_atomic)
 from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
                       render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
 from ..rules import SEVERITIES, load_rules
@@ -76,7 +76,17 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
         base = Path(output).with_suffix("")
     else:
         base = Path(output or settings.reports_dir) / scope.name
-    return {f: base.with_suffix(f".{f}") for f in wanted}
+    return {f: report_file(base, f) for f in wanted}
+
+
+def report_file(base: Path, kind: str) -> Path:
+    """``base`` + ``.md`` or ``.json``. Not ``with_suffix``: ``dm_control.v2`` keeps its ``.v2``."""
+    return base.with_name(f"{base.name}.{kind}")
+
+
+def sibling(path: Path, kind: str) -> Path:
+    """The report file of another kind beside ``path`` (``x.v2.md`` -> ``x.v2.json``)."""
+    return report_file(path.with_suffix(""), kind)
 
 
 def report_command(
@@ -150,7 +160,7 @@ def report_command(
         snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
         results = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor, set_values,
                                 family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
-                                verification=verification, verify=verify, no_cache=no_cache)
+                                verification=verification, verify=verify, no_cache=no_cache, check=check)
     for line in head_warnings(snapshots):
         story.warn(line)
     rendered = [file for result in results for file in result.files]
@@ -166,9 +176,11 @@ def report_command(
 
     stale: list[Path] = []
     if check:
-        stale, refreshable = _stale(rendered, models)
+        pending = {p for path, _ in rendered if path is not None for p in interrupted_writes(path.parent)}
+        stale, refreshable = _stale(rendered, models, pending)
         for path in stale:
-            story.console.print(f"stale: {path}")
+            story.console.print(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
+                                                    if path in pending else ""))
     if annotate or summary:
         found = [move for result in results for move in result.moves()]
         if annotate:
@@ -186,11 +198,14 @@ def report_command(
         else:
             story.say(f"up to date: {len(rendered)} file(s)")
     else:
+        by_directory: dict[Path, dict[Path, str]] = {}
         for path, text in rendered:
             if path is None:
                 sys.stdout.write(text)
             else:
-                write_atomic(path, text)
+                by_directory.setdefault(path.parent, {})[path] = text
+        for files in by_directory.values():
+            for path in write_all(files):  # every file of the run in that directory, or none
                 story.wrote(path)
     if failing:
         raise CheckFailed(f"{len(failing)} difference(s) at or above {threshold}: " + "; ".join(failing))
@@ -216,7 +231,7 @@ class ScopeResult:
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, BraxExtractor, SlmExtractor,
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
-                  no_cache) -> list[ScopeResult]:
+                  no_cache, check) -> list[ScopeResult]:
     """Every scope's report."""
     brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
@@ -240,7 +255,11 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
-        previous_path = previous or (default_previous.with_suffix(".json") if default_previous else None)
+        previous_path = previous or (sibling(default_previous, "json") if default_previous else None)
+        if default_previous is not None and not check:
+            for path in targets.values():
+                check_writable(path)  # before any work: a directory in the way is one line
+            finish_interrupted_writes(default_previous.parent)  # a crash cut the last write short
         report_dir = (default_previous or Path(settings.reports_dir) / scope.name).parent
         verdicts = None
         if loaded_verification is not None:
@@ -263,13 +282,10 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
 
 
 def _read_verification(path: str) -> dict:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BraxDiffError(f"--verification {path}: not a verify.json ({exc})") from None
+    """A verify.json (read within limits) whose structure the report can show, else one error line."""
     from ..verification import check_result
 
-    return check_result(data, f"--verification {path}")
+    return check_result(read_json(path, "--verification"), f"--verification {path}")
 
 
 # The environment `report --verify` trains on when the scope is a family.
@@ -305,23 +321,39 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
     return run_plan(plan, cache, output_dir=output_dir, jobs=jobs).to_json()
 
 
-def _stale(rendered: list[tuple[Path | None, str]], models: dict) -> tuple[list[Path], list[Path]]:
+def _stale(rendered: list[tuple[Path | None, str]], models: dict,
+           pending: set[Path]) -> tuple[list[Path], list[Path]]:
     """Files that say something else than the regenerated report (stale), and files that
     differ only in the commits and lines they were read from (refreshable).
 
     A Markdown file is refreshable when the JSON beside it is, and it is still the
-    rendering of that JSON (not edited by hand)."""
+    rendering of that JSON (not edited by hand). A missing file, or one in ``pending`` (an
+    interrupted write), is stale."""
     stale, refreshable = [], []
     for path, text in rendered:
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        current = _text_on_disk(path)
+        if path in pending or current is None:  # a write cut short, or a deleted file
+            stale.append(path)
             continue
-        json_path = path.with_suffix(".json")
-        on_disk = read_previous(json_path) if json_path.exists() else None
+        if current == text:
+            continue
+        json_path = sibling(path, "json")
+        on_disk = read_previous(json_path) if json_path.is_file() else None
         says_the_same = on_disk is not None and same_findings(on_disk, models[path])
         if says_the_same and path.suffix == ".md":
-            says_the_same = path.read_text(encoding="utf-8") == render_markdown(on_disk)
+            says_the_same = current == render_markdown(on_disk)
         (refreshable if says_the_same else stale).append(path)
     return stale, refreshable
+
+
+def _text_on_disk(path: Path) -> str | None:
+    """The report file's text; None when it is not there (``--check`` calls that stale)."""
+    if not path.exists():
+        return None
+    try:
+        return read_text(path, "report file")
+    except BraxDiffError:
+        return None
 
 
 def rules_command(

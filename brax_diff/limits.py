@@ -1,0 +1,304 @@
+"""Bounds on the work any input can cause, and the readers that enforce them.
+
+Specs, rules, mappings, settings, reports and caches are read through these helpers, so
+a hostile or corrupt file costs at most a bounded amount of time and memory and ends in
+one :class:`LimitExceeded` line that names the file, the line and the limit:
+
+* nesting: :data:`MAX_NESTING` levels of mappings/lists (YAML, JSON, TOML, Python code);
+* expansion: :data:`MAX_VALUES` values one YAML document may expand to through aliases;
+* numbers: integers of at most :data:`MAX_INT_DIGITS` digits, read or computed;
+* sequences: strings and lists computed by ``*`` or ``+`` of at most :data:`MAX_SEQUENCE` items.
+
+:func:`operation_refused` is the one check every evaluator (Brax literals, SLM-Lab's
+batch guard, rule fix templates) asks before computing ``a ** b`` or ``s * n``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from .errors import BraxDiffError
+
+# Real inputs stay far below these: upstream specs nest about 8 levels, Python code about
+# 16 (ast depth), reports about 10; the largest spec variant expands to a few thousand values.
+MAX_NESTING = 64
+MAX_VALUES = 200_000
+MAX_INT_DIGITS = 100
+MAX_SEQUENCE = 100_000
+MAX_FILE_BYTES = 64 * 1024 * 1024  # one input file (a spec blob, a rules file, a report)
+
+_LOG10_2 = math.log10(2)
+
+
+class LimitExceeded(BraxDiffError):
+    """An input asked for more work than the limits allow (exit 2, one line)."""
+
+
+def at_line(origin: str, line: int | None) -> str:
+    """``file: line N`` (or just ``file`` when the line is unknown)."""
+    return f"{origin}: line {line}" if line else origin
+
+
+# --------------------------------------------------------------------------------------
+# Numbers and operations
+# --------------------------------------------------------------------------------------
+
+
+def int_digits(value: int) -> int:
+    """Decimal digits of ``value`` (without computing its decimal form)."""
+    return int(abs(value).bit_length() * _LOG10_2) + 1
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
+def operation_refused(op: str, left: Any, right: Any) -> str | None:
+    """Why ``left op right`` must not be computed (its result would pass a limit), else None.
+
+    ``op`` is Python's symbol (``"**"``, ``"*"``, ``"+"``, ``"%"``, ...). Only the size of
+    the result is judged, from the operands' sizes, before anything is computed.
+    """
+    if op == "**" and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
+        digits = right * (abs(left).bit_length() - 1) * _LOG10_2
+        if digits > MAX_INT_DIGITS:
+            return f"{left} ** {right} has more than {MAX_INT_DIGITS} digits (limit)"
+    if op == "*":
+        if _is_int(left) and _is_int(right) and int_digits(left) + int_digits(right) - 1 > MAX_INT_DIGITS:
+            return f"a product with more than {MAX_INT_DIGITS} digits (limit)"
+        for seq, count in ((left, right), (right, left)):
+            size = _length(seq)
+            if size is not None and _is_int(count) and size * max(count, 0) > MAX_SEQUENCE:
+                return f"a repeated sequence longer than {MAX_SEQUENCE} items (limit)"
+    if op in ("+", "-") and _is_int(left) and _is_int(right) and max(int_digits(left), int_digits(right)) > MAX_INT_DIGITS:
+        return f"an integer with more than {MAX_INT_DIGITS} digits (limit)"
+    if op == "+":
+        sizes = (_length(left), _length(right))
+        if None not in sizes and sizes[0] + sizes[1] > MAX_SEQUENCE:
+            return f"a concatenation longer than {MAX_SEQUENCE} items (limit)"
+    if op == "%" and isinstance(left, (str, bytes)):
+        # printf-style formatting takes widths from the format string ("%0999999999d").
+        return "%-formatting of a string is not evaluated"
+    return None
+
+
+def int_literal_refused(text: str) -> str | None:
+    """Why an integer literal (``1_000``, ``0x10``, 5,001 digits) must not be converted."""
+    digits = sum(ch.isalnum() for ch in text)
+    if digits > MAX_INT_DIGITS:
+        return f"an integer of {digits} digits; the limit is {MAX_INT_DIGITS}"
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Text and JSON
+# --------------------------------------------------------------------------------------
+
+
+def decode_text(data: bytes, origin: str) -> str:
+    """UTF-8 text, or one line naming the file and the offending byte."""
+    if len(data) > MAX_FILE_BYTES:
+        raise LimitExceeded(f"{origin}: {len(data)} bytes; the limit is {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BraxDiffError(f"{at_line(origin, line)}: not UTF-8 text (byte 0x{data[exc.start]:02x} "
+                            f"at offset {exc.start})") from None
+
+
+# Strings (and TOML comments) first, so brackets inside them are not counted.
+_TOKENS = {
+    "json": re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}\n]'),
+    "python": re.compile(r'''"""(?:\\.|[\s\S])*?"""|\'\'\'(?:\\.|[\s\S])*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[\[\](){}\n]'''),
+    "toml": re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}\n]'),
+}
+
+
+def check_nesting(text: str, origin: str, syntax: str = "json") -> None:
+    """Reject JSON, TOML or Python brackets nested deeper than MAX_NESTING before a recursive
+    parser meets them (libcst crashes the interpreter past a few thousand)."""
+    depth, line = 0, 1
+    for match in _TOKENS[syntax].finditer(text):
+        token = match.group()
+        if token in "[{(":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise LimitExceeded(f"{at_line(origin, line)}: nesting deeper than {MAX_NESTING} levels (limit)")
+        elif token in "]})":
+            depth -= 1
+        else:
+            line += token.count("\n")
+
+
+def check_code_depth(source: str, origin: str) -> None:
+    """Reject Python whose syntax tree nests deeper than MAX_NESTING (upstream code: 19).
+
+    ``ast`` parses without running anything; code it cannot parse (a newer grammar) is left
+    to libcst, whose recursion the caller bounds."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        if "too many nested" in str(exc.msg):
+            raise LimitExceeded(f"{at_line(origin, exc.lineno)}: nesting deeper than Python's parser allows") from None
+        return
+    except (RecursionError, MemoryError):
+        raise LimitExceeded(f"{origin}: nesting deeper than Python's parser allows") from None
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise LimitExceeded(f"{at_line(origin, getattr(node, 'lineno', None))}: code nests deeper than "
+                                f"{MAX_NESTING} levels (limit)")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _bounded_int(text: str) -> int:
+    refused = int_literal_refused(text)
+    if refused:
+        raise ValueError(refused)
+    return int(text)
+
+
+def load_json(text: str, origin: str) -> Any:
+    """``json.loads`` within the limits; a bad document is ValueError (JSONDecodeError or a limit)."""
+    check_nesting(text, origin)
+    return json.loads(text, parse_int=_bounded_int)
+
+
+# --------------------------------------------------------------------------------------
+# YAML
+# --------------------------------------------------------------------------------------
+
+
+class BoundedConstructor(yaml.constructor.SafeConstructor):
+    """PyYAML's safe constructor, refusing integers longer than MAX_INT_DIGITS."""
+
+    origin = "<yaml>"
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        refused = int_literal_refused(str(node.value))
+        if refused:
+            raise LimitExceeded(f"{at_line(self.origin, node.start_mark.line + 1)}: {refused}")
+        return super().construct_yaml_int(node)
+
+
+BoundedConstructor.add_constructor("tag:yaml.org,2002:int", BoundedConstructor.construct_yaml_int)
+
+
+class _BoundedLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer,
+                     BoundedConstructor, yaml.resolver.Resolver):
+    """SafeLoader whose composer refuses nesting deeper than MAX_NESTING (it recurses per level)."""
+
+    def __init__(self, stream: str, origin: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        BoundedConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self.origin = origin
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                mark = self.peek_event().start_mark
+                raise LimitExceeded(f"{at_line(self.origin, mark.line + 1)}: nesting deeper than "
+                                    f"{MAX_NESTING} levels (limit)")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def compose_yaml(text: str, origin: str) -> Node | None:
+    """The YAML node graph of one document (aliases still shared), nesting bounded.
+
+    yaml.YAMLError for malformed YAML; LimitExceeded for nesting.
+    """
+    loader = _BoundedLoader(text, origin)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
+def check_expansion(root: Node, origin: str) -> None:
+    """Refuse a node graph whose aliases expand past MAX_VALUES values or MAX_NESTING levels.
+
+    Each node's expanded size and depth is computed once (memoized by identity), so the
+    check is linear in the file, however much the aliases would expand.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    active: set[int] = set()
+
+    def measure(node: Node) -> tuple[int, int]:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise LimitExceeded(f"{at_line(origin, node.start_mark.line + 1)}: an alias refers to itself")
+        if isinstance(node, ScalarNode):
+            sizes[key] = (1, 1)
+            return sizes[key]
+        active.add(key)
+        children = [n for pair in node.value for n in pair] if isinstance(node, MappingNode) else node.value
+        size, depth = 1, 1
+        for child in children:
+            child_size, child_depth = measure(child)
+            size, depth = size + child_size, max(depth, child_depth + 1)
+        active.discard(key)
+        line = node.start_mark.line + 1
+        if size > MAX_VALUES:
+            raise LimitExceeded(f"{at_line(origin, line)}: aliases expand past {MAX_VALUES} values (limit)")
+        if depth > MAX_NESTING:
+            raise LimitExceeded(f"{at_line(origin, line)}: aliases nest deeper than {MAX_NESTING} levels (limit)")
+        sizes[key] = (size, depth)
+        return sizes[key]
+
+    # The recursion is only as deep as the composed nesting (at most MAX_NESTING): an alias's
+    # anchor comes earlier in the document, so it is measured (memoized) before the alias.
+    measure(root)
+
+
+def load_yaml(text: str, origin: str) -> Any:
+    """``yaml.safe_load`` within the limits (nesting, alias expansion, integer size).
+
+    yaml.YAMLError for malformed YAML; LimitExceeded, naming ``origin`` and the line, for a limit.
+    """
+    return load_yaml_node(text, origin)[0]
+
+
+def load_yaml_node(text: str, origin: str) -> tuple[Any, Node | None]:
+    """:func:`load_yaml`'s data and the composed node it was built from (for lines)."""
+    loader = _BoundedLoader(text, origin)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        check_expansion(node, origin)
+        return loader.construct_document(node), node
+    finally:
+        loader.dispose()
+
+
+def yaml_error_line(exc: yaml.YAMLError) -> int | None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return mark.line + 1 if mark is not None else None
+
+
+__all__ = ["MAX_NESTING", "MAX_VALUES", "MAX_INT_DIGITS", "MAX_SEQUENCE", "MAX_FILE_BYTES", "LimitExceeded",
+           "operation_refused", "int_literal_refused", "int_digits", "decode_text", "load_json", "check_nesting",
+           "check_code_depth", "compose_yaml", "check_expansion", "load_yaml", "load_yaml_node", "BoundedConstructor", "at_line", "yaml_error_line"]

@@ -1,0 +1,162 @@
+"""The sandbox rule fix templates run in: bounded work, bounded output, bounded time.
+
+A user's rules file may carry fix templates (``value: "{{ brax * 2 }}"``). Jinja's own
+sandbox keeps them away from Python internals, but not from ``{{ "x" * 10**10 }}`` (24 GB)
+or a loop that never ends. Here a template
+
+* is an expression language only: output, ``{% if %}`` and expressions; no ``for``,
+  ``macro``, ``set``, ``call`` or ``include`` (checked when the rules load), so its work
+  grows with its length, not with its input;
+* computes ``*``, ``**``, ``+`` ... only after :func:`brax_diff.limits.operation_refused`
+  judged the operands' sizes, calls only size-preserving methods and filters, and has no
+  globals (``range``, ``lipsum``);
+* stops after :data:`MAX_OPERATIONS` operations, :data:`MAX_SECONDS` seconds or
+  :data:`MAX_OUTPUT` characters of output, with a :class:`TemplateLimit`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from typing import Any, Callable
+
+from jinja2 import StrictUndefined, TemplateError, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from .limits import LimitExceeded, check_nesting, operation_refused
+
+MAX_SOURCE = 4_000  # characters of one template
+MAX_OUTPUT = 10_000  # characters one template renders
+MAX_OPERATIONS = 10_000  # operators, calls, attribute and item lookups per render
+MAX_SECONDS = 1.0
+
+# Statement nodes a template may use; every expression node is allowed.
+_STATEMENTS = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.If)
+# Methods that return something no larger than their object.
+_SAFE_METHODS = {
+    str: {"lower", "upper", "title", "capitalize", "strip", "lstrip", "rstrip", "startswith", "endswith",
+          "split", "rsplit", "join", "count", "find", "index", "isdigit", "isalpha", "isupper", "islower"},
+    dict: {"get", "items", "keys", "values"},
+    list: {"count", "index"},
+    tuple: {"count", "index"},
+}
+# Filters whose result is bounded by their input (no widths, counts or repeats to ask for).
+_SAFE_FILTERS = {"abs", "capitalize", "count", "d", "default", "dictsort", "e", "escape", "first", "float", "int",
+                 "items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
+                 "reverse", "round", "select", "selectattr", "sort", "string", "sum", "title", "tojson", "trim",
+                 "unique", "upper"}
+
+
+class TemplateLimit(LimitExceeded):
+    """A fix template asked for more work, output or time than the sandbox allows."""
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.operations = 0
+        self.deadline = time.monotonic() + MAX_SECONDS
+
+    def spend(self) -> None:
+        self.operations += 1
+        if self.operations > MAX_OPERATIONS:
+            raise TemplateLimit(f"more than {MAX_OPERATIONS} operations (limit)")
+        if time.monotonic() > self.deadline:
+            raise TemplateLimit(f"ran longer than {MAX_SECONDS:g} s (limit)")
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("template_budget", default=None)
+
+
+def _spend() -> None:
+    budget = _budget.get()
+    if budget is not None:
+        budget.spend()
+
+
+def _replace(value: Any, old: Any, new: Any, count: int | None = None) -> str:
+    """Jinja's ``replace`` filter, refused when its result would pass MAX_OUTPUT."""
+    text, old, new = str(value), str(old), str(new)
+    times = text.count(old) if old else len(text) + 1
+    if count is not None and count >= 0:
+        times = min(times, count)
+    if len(text) + times * max(len(new) - len(old), 0) > MAX_OUTPUT:
+        raise TemplateLimit(f"replace would give more than {MAX_OUTPUT} characters (limit)")
+    return text.replace(old, new, -1 if count is None else count)
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """Jinja's sandbox with every operator, call and lookup counted and size-checked."""
+
+    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
+        self.filters = {name: self.filters[name] for name in _SAFE_FILTERS}
+        self.filters["replace"] = _replace
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _spend()
+        refused = operation_refused(operator, left, right)
+        if refused:
+            raise TemplateLimit(refused)
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's names)
+        _spend()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        _spend()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        _spend()
+        return super().getitem(obj, argument)
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if callable(value):
+            allowed = next((names for kind, names in _SAFE_METHODS.items() if isinstance(obj, kind)), set())
+            if attr not in allowed:
+                return False
+        return super().is_safe_attribute(obj, attr, value)
+
+
+def check_template(env: BoundedSandbox, source: str) -> None:
+    """Raise TemplateError when ``source`` does not parse or uses a statement the sandbox refuses."""
+    if len(source) > MAX_SOURCE:
+        raise TemplateError(f"longer than {MAX_SOURCE} characters (limit)")
+    try:
+        check_nesting(source, "template", "python")  # Jinja's parser and compiler recurse per level
+    except LimitExceeded as exc:
+        raise TemplateError(str(exc).removeprefix("template: ")) from None
+    tree = env.parse(source)
+    for node in tree.find_all(nodes.Stmt):
+        if not isinstance(node, _STATEMENTS):
+            raise TemplateError(f"{{% {type(node).__name__.lower()} %}} is not allowed (expressions and "
+                                "{% if %} only)")
+    env.from_string(source)  # filters and tests are looked up when the template compiles
+
+
+def render_bounded(env: BoundedSandbox, source: str, variables: dict, finalize: Callable[[str], str] = str.strip) -> str:
+    """Render ``source`` with ``variables`` within the operation, time and output limits."""
+    token = _budget.set(_Budget())
+    try:
+        out: list[str] = []
+        size = 0
+        for chunk in env.from_string(source).generate(**variables):
+            size += len(chunk)
+            if size > MAX_OUTPUT:
+                raise TemplateLimit(f"renders more than {MAX_OUTPUT} characters (limit)")
+            out.append(chunk)
+        return finalize("".join(out))
+    finally:
+        _budget.reset(token)
+
+
+def sandbox(finalize: Callable[[Any], Any]) -> BoundedSandbox:
+    return BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=finalize)
+
+
+__all__ = ["BoundedSandbox", "TemplateLimit", "check_template", "render_bounded", "sandbox",
+           "MAX_OUTPUT", "MAX_OPERATIONS", "MAX_SECONDS", "MAX_SOURCE"]
