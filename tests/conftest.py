@@ -5,7 +5,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import os
+
 import pytest
+
+# Training tests compare runs made in this process with runs made in worker processes: both
+# must run XLA as `brax-diff verify` does (brax_diff.verify.runner.XLA_CPU_FLAGS), set before
+# any test starts jax. Written out here so that collecting the tests imports neither.
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 
 @pytest.fixture(autouse=True)

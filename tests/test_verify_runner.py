@@ -56,3 +56,17 @@ def test_the_gap_and_its_families():
     few = [r for r in result.results if r.spec.arm != "reference" or r.spec.seed == 0]
     summary = gap_summary(result.plan, few, verdicts(result.plan, few))
     assert summary["closed_fraction"] is None and "fewer than 2 seeds" in summary["reason"]
+
+
+def test_a_cached_run_answers_under_the_arm_that_asks(tmp_path):
+    """An all_fixes that moves nothing is the baseline's run: it must still count as all_fixes."""
+    from brax_diff.verify.cache import RunCache
+
+    result = synthetic_result()
+    baseline = next(r for r in result.results if r.spec.arm == "baseline" and r.spec.seed == 0)
+    cache = RunCache(tmp_path)
+    cache.store(baseline)
+    same_settings = dataclasses.replace(baseline.spec, arm="all_fixes")
+    loaded = cache.load(same_settings)
+    assert cache.path(same_settings) == cache.path(baseline.spec)
+    assert loaded.spec.arm == "all_fixes" and loaded.scores == baseline.scores and loaded.score == baseline.score

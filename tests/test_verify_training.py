@@ -27,6 +27,8 @@ pytestmark = pytest.mark.training
 ENV = "CartpoleBalance"
 BUDGET = 1600  # 10 updates of 160 transitions; all_fixes' 320-step updates: 5
 OVERRIDES = {"episode_length": 50}
+# Brax's update is 16 envs x 10 steps x 2 minibatches = 320 steps: 2 checkpoints need 2 x 5 of them
+REFERENCE_BUDGET = 2 * BUDGET
 BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3)
 
 
@@ -137,7 +139,7 @@ def test_training_envs_reset_with_brax_trainers_keys():
 
 
 def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, monkeypatch):
-    plan = plan_for(2, budget=2 * BUDGET, keys=(), arms=("gap",))
+    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",))  # all_fixes moves learning_rate: a run of its own
     assert [r.arm for r in plan.runs] == ["baseline", "all_fixes"] * 2
     calls: list[tuple[str, int]] = []
     original = runner_module.Runner.run
@@ -209,11 +211,11 @@ def test_brax_reference_arguments():
     """What the reference run hands Brax's trainer, built without training."""
     from brax_diff.verify import brax_reference
 
-    plan = plan_for(1, reference=True, arms=("gap",))
+    plan = plan_for(1, budget=REFERENCE_BUDGET, reference=True, arms=("gap",))
     spec = next(r for r in plan.runs if r.arm == "reference")
     env, kwargs = brax_reference.train_kwargs(spec.settings, ENV, spec.budget, 0, spec.scoring)
     assert kwargs["num_envs"] == 16 and kwargs["batch_size"] == 16 and kwargs["num_minibatches"] == 2
-    assert kwargs["episode_length"] == 50 and kwargs["num_timesteps"] == spec.budget == 1600
+    assert kwargs["episode_length"] == 50 and kwargs["num_timesteps"] == spec.budget == 3200
     assert kwargs["num_evals"] == 3 and kwargs["num_eval_envs"] == 4 and kwargs["deterministic_eval"] is False
     assert kwargs["clipping_epsilon"] == 0.3 and kwargs["learning_rate"] == 0.0
     networks = kwargs["network_factory"](env.observation_size, env.action_size)
@@ -224,12 +226,12 @@ def test_brax_reference_arguments():
 def test_brax_reference_is_scored_at_the_same_checkpoints(workdir):
     """Brax's own trainer end to end (about 2 CPU-minutes, most of it XLA compiling), beside
     the PyTorch arms: one score kind, one env-step count, the gap computed."""
-    plan = plan_for(1, keys=(), reference=True, arms=("gap",), brax_values=BRAX_LEARNING)
+    plan = plan_for(1, budget=REFERENCE_BUDGET, keys=(), reference=True, arms=("gap",), brax_values=BRAX_LEARNING)
     result = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
     reference = next(r for r in result.results if r.spec.arm == "reference")
     assert reference.status == OK, reference.error
     baseline = next(r for r in result.results if r.spec.arm == "baseline")
-    assert reference.steps == baseline.steps == [0, 800, 1600]
+    assert reference.steps == baseline.steps == [0, 1600, 3200]
     assert reference.score_kind == baseline.score_kind and 0.0 < reference.score <= 50.0
     assert result.gap["seeds"] == 1 and result.gap["closed_fraction_ci"] is None  # 1 seed: nothing resolved
 
@@ -251,3 +253,14 @@ def test_cli_verify_reuses_the_cache_and_prints_the_gap(first_result, workdir, t
     assert lines[-1] == f"results: {tmp_path / 'out' / 'verify.json'}"
     saved = json.loads((tmp_path / "out" / "verify.json").read_text())
     assert [r["score"] for r in saved["runs"]] == [r.score for r in first_result[0].results]
+
+
+def test_every_training_process_runs_xla_on_one_thread(monkeypatch):
+    """Runs in this process and in workers agree bit for bit only on one XLA configuration."""
+    import os
+
+    assert os.environ["XLA_FLAGS"] == runner_module.XLA_CPU_FLAGS  # what conftest set for this session
+    assert runner_module._configure_cpu_process() is None
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+    warning = runner_module._configure_cpu_process()
+    assert warning.startswith("XLA_FLAGS='--xla_cpu_multi_thread_eigen=true', not '--xla_cpu_multi_thread_eigen=false")

@@ -9,7 +9,7 @@ recorded whole or not at all. A failed run is recorded too (status "failed" and 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +67,17 @@ class RunCache:
         return self.directory / "runs" / f"{spec.run_id(self.version)}.json"
 
     def load(self, spec: RunSpec) -> RunResult | None:
-        """The recorded result of this exact run, or None (never recorded, or unreadable)."""
+        """The recorded result of this exact run, or None (never recorded, or unreadable).
+
+        Arms with the same settings are one run (the arm's name is not part of its identity):
+        the result comes back under the asking spec, so an all_fixes that moves nothing still
+        counts as all_fixes."""
         path = self.path(spec)
         try:
-            return RunResult.from_json(json.loads(path.read_text()))
+            result = RunResult.from_json(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+        return replace(result, spec=spec)
 
     def store(self, result: RunResult) -> Path:
         data = result.to_json()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
+# One thread for XLA in every training process: results independent of --jobs (see _configure_cpu_process)
+XLA_CPU_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-diff verify --plan` estimates "
             "the time, and --preset cpu sizes a plan for a 2-core machine")
 
@@ -393,18 +395,37 @@ def quiet_xla_logs() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def _configure_cpu_process(xla_single_thread: bool) -> None:
-    """torch on one thread; XLA too in a worker (one process per core; set before jax starts)."""
+def _configure_cpu_process() -> str | None:
+    """torch and XLA on one thread each, in the main process and in every worker alike.
+
+    XLA's multi-threaded Eigen sums in another order: the same run scored 43.411476 on the
+    default pool and 43.411472 on one thread (measured), so a run's result would depend on
+    ``--jobs``. Set before jax starts its backend; returns a warning when it already had.
+    """
     import os
 
     quiet_xla_logs()
-    if xla_single_thread:
-        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    before, started = os.environ.get("XLA_FLAGS"), _jax_backend_started()
+    os.environ.setdefault("XLA_FLAGS", XLA_CPU_FLAGS)
     import torch
 
     # JAX steps the env in this process; torch's own CPU thread pool fighting XLA's for the
     # same cores made small updates 20-30x slower here (measured: 12 s vs 0.4 s per run).
     torch.set_num_threads(TORCH_CPU_THREADS)
+    if before not in (None, XLA_CPU_FLAGS):
+        return (f"XLA_FLAGS={before!r}, not {XLA_CPU_FLAGS!r}: scores may differ in their last float bits "
+                "from the same runs made by `brax-diff verify` (and from the run cache)")
+    if before is None and started:
+        return ("jax started before verify, on its default threads: scores may differ in their last float "
+                "bits from the same runs made by `brax-diff verify` (and from the run cache)")
+    return None
+
+
+def _jax_backend_started() -> bool:
+    import sys as _sys
+
+    bridge = _sys.modules.get("jax._src.xla_bridge")
+    return bool(getattr(bridge, "_backends", None))
 
 
 _WORKER: dict[str, Any] = {}
@@ -412,7 +433,7 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_start(cache_dir: str, device: str) -> None:
     """A worker of ``run_plan(jobs > 1)``: one thread each, the shared XLA and run caches."""
-    _configure_cpu_process(True)
+    _configure_cpu_process()
     from .envs import enable_compilation_cache
 
     enable_compilation_cache(Path(cache_dir) / "xla")
@@ -445,7 +466,9 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
     device = device or pick_device()
     if device == "cpu":
         log(CPU_HINT)
-        _configure_cpu_process(False)
+        warning = _configure_cpu_process()
+        if warning:
+            log(f"warning: {warning}")
     bar = _Progress(plan, progress)
     done: dict[int, RunResult] = {}
     pending: list[int] = []
@@ -456,14 +479,22 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
             bar.finish_run(cached)
         else:
             pending.append(index)
+    first_of = {}  # run identity -> the first pending index with it: identical arms train once
+    for index in pending:
+        first_of.setdefault(cache.path(plan.runs[index]), index)
+    unique = sorted(first_of.values())
     try:
-        if jobs == 1 or len(pending) < 2:
+        if jobs == 1 or len(unique) < 2:
             runner = Runner(cache, device, bar)
-            for index in pending:
+            for index in unique:
                 done[index] = runner.run(plan.runs[index])
                 bar.finish_run(done[index])
         else:
-            _run_in_processes(plan, pending, done, cache, device, bar, jobs)
+            _run_in_processes(plan, unique, done, cache, device, bar, jobs)
+        for index in pending:
+            if index not in done:
+                done[index] = replace(done[first_of[cache.path(plan.runs[index])]], spec=plan.runs[index])
+                bar.finish_run(done[index])
     finally:
         bar.close()
     results = [done[i] for i in range(len(plan.runs))]
