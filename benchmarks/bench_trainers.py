@@ -194,36 +194,38 @@ def calibrate(env_name: str) -> dict:
     run_s, per_episode = _line(16, per_eval[16], 64, per_eval[64])
     out["eval"]["run_s"], out["eval"]["env_step_s"] = run_s, per_episode / 1000
     out["torch"]["compile_s"] = round(max(0.0, cold - per_eval[16]), 1)
-    # Brax's trainer: compile, then warm runs varying epochs and minibatches
+    # Brax's trainer: every call traces and loads its programs again (run_s); per env step it
+    # collects and does epochs x parameters of SGD. Two budgets at 16 epochs give run_s and the
+    # per-step cost; 4 epochs at the larger budget split that cost into collection and SGD.
     def brax_run(values: dict, budget: int) -> float:
         settings = brax_settings(values, 32)
         _, _, seconds = brax_reference.train(settings, env_name, budget, 0, scoring(budget, 1, 16))
         return seconds - per_eval[16] * 2  # its two evaluations
 
-    budget = 32 * 30 * 16 * 4  # 4 updates
+    update = 32 * 30 * 16
     started = time.perf_counter()
-    brax_run(BRAX_SEED, budget)
-    out["brax"]["compile_s"] = round(time.perf_counter() - started, 1)
-    base = brax_run(BRAX_SEED, budget)
+    brax_run(BRAX_SEED, update)
+    cold = time.perf_counter() - started
+    one = brax_run(BRAX_SEED, update)
+    five = brax_run(BRAX_SEED, 5 * update)
+    per_step_16 = max(0.0, (five - one) / (4 * update))
+    run_s = max(0.0, one - per_step_16 * update)
     few_epochs = dict(BRAX_SEED, epochs_per_update=4)
-    brax_run(few_epochs, budget)
-    low = brax_run(few_epochs, budget)
-    few_minibatches = dict(BRAX_SEED, minibatches_per_epoch=8)
-    brax_run(few_minibatches, budget)
-    coarse = brax_run(few_minibatches, budget)
+    brax_run(few_epochs, update)  # compiles the 4-epoch program
+    low = brax_run(few_epochs, 5 * update)
+    per_step_4 = max(0.0, (low - run_s) / (5 * update))
     brax_parameters = (_mlp_parameters(obs_size, tuple(BRAX_SEED["policy_hidden_layers"]), 2 * action_size)
                        + _mlp_parameters(obs_size, tuple(BRAX_SEED["value_hidden_layers"]), 1))
-    updates = 4
-    # base - coarse: 16 epochs x (32 - 8) minibatches of fixed cost per update (same samples)
-    gradient_step_s = max(0.0, (base - coarse) / (updates * 16 * 24))
-    # base - low: 12 more epochs over the same samples (fixed costs of 12 x 32 steps removed)
-    sgd = max(0.0, (base - low) - gradient_step_s * updates * 12 * 32)
-    sample_param_s = sgd / (budget * 12 * brax_parameters)
-    collect = max(0.0, low - gradient_step_s * updates * 4 * 32 - budget * 4 * brax_parameters * sample_param_s)
-    out["brax"].update(collect_env_step_s=collect / budget, gradient_step_s=gradient_step_s,
+    sample_param_s = max(0.0, (per_step_16 - per_step_4) / (12 * brax_parameters))
+    out["brax"].update(compile_s=round(max(0.0, cold - one), 1), run_s=run_s, gradient_step_s=0.0,
+                       collect_env_step_s=max(0.0, per_step_4 - 4 * brax_parameters * sample_param_s),
                        sample_param_s=sample_param_s)
+    # the PyTorch side's per-run cost: a new evaluator (trace, cached programs loaded)
+    started = time.perf_counter()
+    TorchEvaluator(env_name, settings, 1, 16, False)(agent)
+    out["torch"]["run_s"] = max(0.0, time.perf_counter() - started - per_eval[16])
     out["measured"] = {"torch_collect_step_s": per_step, "torch_gradient_step_s": per_gradient_step,
-                       "eval_s": per_eval, "brax_s": {"base": base, "epochs_4": low, "minibatches_8": coarse}}
+                       "eval_s": per_eval, "brax_s": {"one_update": one, "five_updates": five, "five_at_4_epochs": low}}
     return out
 
 

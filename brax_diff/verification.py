@@ -150,6 +150,8 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
             "score_kind": scoring.get("score_kind") if isinstance(scoring.get("score_kind"), str) else None,
             "eval_envs": whole(scoring.get("eval_envs")), "deterministic": scoring.get("deterministic") is True,
             "checkpoints": whole(scoring.get("evals")),
+            "arm_groups": [a for a in plan.get("arm_groups", []) if isinstance(a, str)]
+            if isinstance(plan.get("arm_groups"), list) else [],
             "device": result.get("device") if isinstance(result.get("device"), str) else None,
             "overrides": mapping(plan.get("overrides")), "spec_sets": mapping(plan.get("spec_sets")),
             "warnings": [w for w in plan.get("warnings", []) if isinstance(w, str)]

@@ -2,12 +2,14 @@
 
 Static (no torch, no jax). A PyTorch run's seconds are
 
+    per run      run_s (a new evaluator: tracing, cached programs loaded)
     collection   (steps / num_envs) x collect_step_s + steps x collect_env_step_s
     SGD          gradient steps x gradient_step_s + steps x epochs x parameters x sample_param_s
     evaluation   checkpoints x (eval_run_s + eval_envs x episode_length x eval_env_step_s)
 
 and a run of Brax's trainer the same with its own constants (one jitted program, so its
-collection and SGD terms are cheaper), plus a compile time per distinct shape. The shipped
+collection and SGD terms are cheaper, but every call traces and loads it again: run_s), plus a
+compile time per distinct shape. The shipped
 constants (``brax_diff/data/throughput.toml``) were measured on this project's machine by
 ``python benchmarks/bench_trainers.py --calibrate``, which writes the same file for yours
 (``verify --throughput FILE``). The estimate says which machine it assumes.
@@ -27,8 +29,8 @@ from .settings import TrainerSettings
 
 DEFAULT_EPISODE_LENGTH = 1000  # DM Control
 _REQUIRED = {
-    "torch": ("collect_step_s", "collect_env_step_s", "gradient_step_s", "sample_param_s", "compile_s"),
-    "brax": ("collect_env_step_s", "gradient_step_s", "sample_param_s", "compile_s"),
+    "torch": ("run_s", "collect_step_s", "collect_env_step_s", "gradient_step_s", "sample_param_s", "compile_s"),
+    "brax": ("run_s", "collect_env_step_s", "gradient_step_s", "sample_param_s", "compile_s"),
     "eval": ("run_s", "env_step_s"),
 }
 
@@ -97,7 +99,7 @@ def run_seconds(spec: RunSpec, throughput: Throughput) -> float:
                                       2 * ACTION_SIZE)
                       + _mlp_parameters(OBS_SIZE, tuple(network.get("value_hidden_layer_sizes", (256,) * 5)), 1))
         gradient_steps = (steps // max(1, update)) * epochs * minibatches
-        return (steps * throughput.get("brax", "collect_env_step_s")
+        return (throughput.get("brax", "run_s") + steps * throughput.get("brax", "collect_env_step_s")
                 + gradient_steps * throughput.get("brax", "gradient_step_s")
                 + steps * epochs * parameters * throughput.get("brax", "sample_param_s") + evaluation)
     settings = TrainerSettings.from_json(spec.settings)
@@ -105,7 +107,7 @@ def run_seconds(spec: RunSpec, throughput: Throughput) -> float:
                   + _mlp_parameters(OBS_SIZE, settings.value_hidden_layers, 1))
     updates = steps // settings.transitions_per_update
     gradient_steps = updates * settings.epochs_per_update * settings.minibatches_per_epoch
-    return ((steps / settings.num_envs) * throughput.get("torch", "collect_step_s")
+    return (throughput.get("torch", "run_s") + (steps / settings.num_envs) * throughput.get("torch", "collect_step_s")
             + steps * throughput.get("torch", "collect_env_step_s")
             + gradient_steps * throughput.get("torch", "gradient_step_s")
             + steps * settings.epochs_per_update * parameters * throughput.get("torch", "sample_param_s")
