@@ -158,6 +158,9 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
             if isinstance(plan.get("warnings"), list) else [],
             "runs": len(runs), "failed": sum(1 for r in runs if r.get("status") != "ok"),
             "throughput": throughput,
+            # the fixes all_fixes moved: each would be one leave-one-out arm
+            "fixes_moved": len({a.get("key") for a in plan.get("ablations", []) if isinstance(a, dict)
+                                and a.get("action") == "variant"}) if isinstance(plan.get("ablations"), list) else None,
         },
         "gap": gap,
         "gap_rows": [{"name": name, "title": title} for name, title in GAP_ROWS if name in gap],

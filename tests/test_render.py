@@ -134,6 +134,22 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     assert "[inconclusive](../verify/plots/CartpoleBalance-loo-clip_epsilon.png) at 5 seeds, loo" in clip
 
 
+def test_a_gap_only_verification_says_leave_one_out_was_not_run_and_its_size(tmp_path):
+    pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
+    from verify_fixtures import load, write_synthetic
+
+    from brax_diff.verification import verification_entries
+
+    data = load(write_synthetic(tmp_path / "verify"))
+    data["plan"]["arm_groups"] = ["gap"]
+    data["verdicts"] = [v for v in data["verdicts"] if v["family"] == "gap"]
+    entries = verification_entries(data, tmp_path / "verify", tmp_path / "reports")
+    assert entries["protocol"]["fixes_moved"] == 2  # clip_epsilon and learning_rate
+    section_text = section(render_markdown(model(verification=entries)), "## Verification")
+    assert ("leave-one-out: all_fixes with one fix undone) was not run here; `brax-diff verify --arms gap,loo` "
+            "runs it (2 more arms, one per fix, meant for a GPU)") in section_text
+
+
 def test_output_is_byte_identical_for_the_same_inputs_in_any_order():
     brax = brax_extraction()
     shuffled = Extraction(brax.side, dict(reversed(brax.sources.items())), dict(reversed(brax.scope.items())),

@@ -144,6 +144,27 @@ def test_a_brax_value_the_trainer_cannot_take_is_unsupported_not_run():
     assert "loo:lr_schedule" not in plan.arms()
 
 
+def test_a_constant_schedules_end_moves_with_its_start():
+    """clip_epsilon_final under constant schedules is clip_epsilon again: derived, not a second fix."""
+    constant = {"clip_epsilon_schedule": "constant", "entropy_schedule": "constant", "entropy_coef_final": 0.01}
+    slm = extraction("slm", dict(SLM_VALUES, clip_epsilon_final=0.2, **constant))
+    brax = extraction("brax", dict(BRAX_VALUES, clip_epsilon_final=0.3, **constant))
+    plan = build_plan(brax, slm, seeds=1, budget=3200)
+    by_key = {a.key: a for a in plan.ablations}
+    assert (by_key["clip_epsilon_final"].action, by_key["clip_epsilon_final"].reason) == (
+        "derived", "follows from clip_epsilon (a constant clip_epsilon_schedule ends where it starts)")
+    assert by_key["clip_epsilon"].action == "variant" and by_key["entropy_coef_final"].action == "match"
+    assert plan.warnings == []
+    decaying = extraction("slm", dict(SLM_VALUES, clip_epsilon_final=0.1, **dict(constant, clip_epsilon_schedule="linear_decay")))
+    plan = build_plan(brax, decaying, seeds=1, budget=3200)
+    by_key = {a.key: a for a in plan.ablations}
+    assert by_key["clip_epsilon_final"].action == "unsupported"
+    assert (by_key["clip_epsilon_schedule"].action, by_key["clip_epsilon_schedule"].reason) == (
+        "unsupported", "a constant clip range only")
+    assert plan.warnings == ["CartpoleBalance: SLM-Lab's clip_epsilon_schedule is 'linear_decay', the PyTorch trainer "
+                             "runs 'constant': the baseline is not SLM-Lab's settings there"]
+
+
 def test_overrides_apply_to_every_run_and_to_the_brax_reference():
     brax, slm = pair()
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600,

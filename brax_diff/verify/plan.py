@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from ..errors import BraxDiffError
 from ..facts import Extraction, dumps
 from ..vocabulary import KEYS, canonical_activation
-from .settings import (DERIVED_KEYS, FIELDS, UNSUPPORTED_KEYS, TrainerSettings, apply_fact, expressible,
+from .settings import (DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS, TrainerSettings, apply_fact, expressible,
                        settings_from_facts)
 
 DEFAULT_ENV = "CartpoleBalance"
@@ -316,6 +316,11 @@ def _classify(env: str, key: str, slm: Extraction, brax: Extraction) -> Ablation
         return Ablation(env, key, slm_value, brax_value, "match")
     if key in DERIVED_KEYS:
         return Ablation(env, key, slm_value, brax_value, "derived", f"follows from {DERIVED_KEYS[key]}")
+    if key in SCHEDULE_ENDS:
+        schedule, start = SCHEDULE_ENDS[key]
+        if all(getattr(side.facts.get(schedule), "value", None) == "constant" for side in (slm, brax)):
+            return Ablation(env, key, slm_value, brax_value, "derived",
+                            f"follows from {start} (a constant {schedule} ends where it starts)")
     if key in UNSUPPORTED_KEYS or not expressible(key):
         reason = UNSUPPORTED_KEYS.get(key, "the PyTorch trainer has no setting for it")
         return Ablation(env, key, slm_value, brax_value, "unsupported", reason)
@@ -429,6 +434,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             raise BraxDiffError(f"{env}: the baseline needs SLM-Lab's {', '.join(unreadable)}, unknown at this ref "
                                 f"({reasons}); give the value to train with: --set {unreadable[0]}=VALUE")
         baseline, defaults = _settings_for(slm_values, num_envs, overrides)
+        warnings.extend(f"{env}: SLM-Lab's {key} is {slm_values[key]!r}, the PyTorch trainer runs {fixed!r}: "
+                        "the baseline is not SLM-Lab's settings there"
+                        for key, fixed in sorted(TRAINER_FIXED.items())
+                        if slm_values.get(key) is not None and not same_value(slm_values[key], fixed))
         _check_schedule(env, baseline)
         baselines[env] = baseline
         defaults_used[env] = defaults

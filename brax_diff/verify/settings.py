@@ -180,6 +180,25 @@ UNSUPPORTED_KEYS = {
     "entropy_schedule": "constant only",
     "std_state_dependent": "state-dependent std only",
     "shared_network": "separate policy and value networks only",
+    "clip_epsilon_schedule": "a constant clip range only",
+}
+
+# What the trainer always does for those keys: a baseline whose SLM-Lab value differs is not
+# SLM-Lab's settings there, and the plan says so.
+TRAINER_FIXED = {
+    "obs_norm_method": "welford",
+    "value_loss": "mse",
+    "entropy_schedule": "constant",
+    "clip_epsilon_schedule": "constant",
+    "std_state_dependent": True,
+    "shared_network": False,
+}
+
+# A schedule's end value and the schedule it ends: under a constant schedule on both sides the
+# end is the start, so its difference is the start value's and moves with it.
+SCHEDULE_ENDS = {
+    "clip_epsilon_final": ("clip_epsilon_schedule", "clip_epsilon"),
+    "entropy_coef_final": ("entropy_schedule", "entropy_coef"),
 }
 
 
