@@ -570,6 +570,7 @@ class _VariantFacts:
         that is made from what calc_val_loss returned."""
         records, _ = self.run.train()
         results = [r.result for r in records if r.name == "calc_val_loss"]
+        result_ids = {id(r) for r in results}  # `results` keeps them alive: ids stay theirs
         found = []
         for record in records:
             callee = record.callee.data
@@ -584,7 +585,8 @@ class _VariantFacts:
             if loss is None:
                 continue
             for term in flow.terms(loss):
-                if any(flow.mentions(term, lambda v, r=r: v is r) for r in results):
+                # One walk of the term for all results (a walk per result took a second a variant).
+                if flow.mentions(term, lambda v: id(v) in result_ids):
                     known = [i for i, (seen, _) in enumerate(found) if seen is term]
                     if not known:
                         found.append((term, record))
