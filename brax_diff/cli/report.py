@@ -250,7 +250,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
-    from ..permalinks import line_commits
+    from ..permalinks import LinkCache, line_commits
     from ..render import generate, read_previous, render_json, render_markdown, verification_entries
     from ..worktree import refresh_sources
 
@@ -273,6 +273,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                                         identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
                                         values=("variant_for",), factory=make_slm)
     scopes = _scopes(brax_extractor, family, env)
+    links = None if no_cache else LinkCache(fact_cache_root(settings.cache_dir))
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
     if verification and verify:
@@ -303,7 +304,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                          rules_origin="shipped" if settings.rules is None else settings.rules,
                          progress=story.step)
         model = refresh_sources(model, snapshots)  # what each work tree read differs in
-        model["line_commits"] = line_commits(model, snapshots, linked_at)  # links that outlast upstream moves
+        model["line_commits"] = line_commits(model, snapshots, linked_at, links)  # links that outlast upstream moves
         files = [(path, render_markdown(model) if kind == "md" else render_json(model))
                  for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
