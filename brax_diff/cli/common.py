@@ -39,7 +39,7 @@ def user_mapping(path: str | None) -> dict | None:
     """The user's variant -> family/env mapping file, validated; None keeps the shipped one."""
     if not path:
         return None
-    from extractors.slm import load_mapping
+    from extractors.mapping import load_mapping
 
     return load_mapping(path)
 
