@@ -19,8 +19,7 @@ import functools
 from typing import Any, Callable, Mapping
 
 from .facts import Extraction, dumps
-from .factcache import CachedResult, FactCache
-from .history import _rebase_provenance, shipped_version
+from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version
 from .sources import Snapshot
 from .worktree import relink
 
