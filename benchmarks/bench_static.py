@@ -1,6 +1,7 @@
 """The static path's speed: `report`, `extract brax` and `history`, cold and warm, beside griffe.
 
-Each case runs as its own process (interpreter start included, as a user sees it), several
+Each case runs as its own process of the installed ``brax-diff`` (interpreter start included,
+as a user sees it) with ``--code``'s checkout first on PYTHONPATH (default: this one), several
 times; the figure is the median wall time and the median CPU time (user + sys of the
 process and its children, e.g. git). Cold: a fresh fact cache (BRAX_DIFF_CACHE_DIR) and a
 fresh TMPDIR (Jinja's compiled templates live there) for every run. Warm: one untimed run
@@ -12,7 +13,7 @@ package's ``.py`` files are exported with ``git archive`` first, as griffe's own
 ``load_git`` checks out a work tree, which a partial clone cannot). griffe is installed
 for this benchmark only (``pip install griffe``); without it that row says so.
 
-    python benchmarks/bench_static.py --brax-repo /tmp/brax.git --playground-repo /tmp/playground.git \\
+    python benchmarks/bench_static.py [--code OLD_CHECKOUT] --brax-repo /tmp/brax.git --playground-repo /tmp/playground.git \\
         --slm-repo /tmp/slm.git
 
 prints a Markdown table (the README's Speed section comes from it) with the date, the
@@ -105,13 +106,13 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, subproce
     return wall, cpu, done
 
 
-def run_case(case: Case, scratch: Path) -> None:
-    base_env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def run_case(case: Case, scratch: Path, code: Path) -> None:
+    base_env = {**os.environ, "PYTHONPATH": str(code) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     warm_cache, warm_tmp = scratch / f"{case.name}-cache", scratch / f"{case.name}-tmp"
     for directory in (warm_cache, warm_tmp):
         directory.mkdir()
     if not case.cold:  # fill the cache once, untimed
-        timed(case.argv + _output(case, scratch / f"{case.name}-prime"), _env(base_env, warm_cache, warm_tmp), ROOT)
+        timed(case.argv + _output(case, scratch / f"{case.name}-prime"), _env(base_env, warm_cache, warm_tmp), code)
     for number in range(case.runs):
         if case.cold:
             cache, tmp = scratch / f"{case.name}-cache-{number}", scratch / f"{case.name}-tmp-{number}"
@@ -120,7 +121,7 @@ def run_case(case: Case, scratch: Path) -> None:
         else:
             cache, tmp = warm_cache, warm_tmp
         wall, cpu, _ = timed(case.argv + _output(case, scratch / f"{case.name}-out-{number}"),
-                             _env(base_env, cache, tmp), ROOT)
+                             _env(base_env, cache, tmp), code)
         case.walls.append(wall)
         case.cpus.append(cpu)
         if case.cold:
@@ -133,7 +134,15 @@ def _env(base: dict, cache: Path, tmp: Path) -> dict:
 
 
 def _output(case: Case, directory: Path) -> list[str]:
-    return ["--output", f"{directory}/", "-q"] if case.argv[3:4] == ["report"] else []
+    return ["--output", f"{directory}/", "-q"] if case.argv[1:2] == ["report"] else []
+
+
+def brax_diff_command() -> list[str]:
+    """The installed `brax-diff` (it imports the checkout PYTHONPATH names first)."""
+    found = shutil.which("brax-diff") or shutil.which("brax-diff", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise SystemExit("brax-diff is not installed: pip install -e . in this checkout")
+    return [found]
 
 
 def griffe_case(args, old_ref: str, new_ref: str, runs: int) -> Case:
@@ -165,6 +174,11 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
+def _commit(code: Path) -> str:
+    done = subprocess.run(["git", "-C", str(code), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    return done.stdout.strip()[:72] or "not a git checkout"
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
@@ -185,9 +199,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each warm case (and griffe)")
     parser.add_argument("--cold-runs", type=int, default=3, help="timed runs of each cold case")
     parser.add_argument("--only", help="comma-separated case names (report_family_warm, ..., griffe)")
+    parser.add_argument("--code", default=str(ROOT), help="the brax-diff checkout to time (default: this one; "
+                        "another, e.g. a worktree of an older commit, gives the before figures)")
     args = parser.parse_args()
+    code = Path(args.code).resolve()
 
-    python = [sys.executable, "-m", "brax_diff"]
+    python = brax_diff_command()
+    imported = subprocess.run([sys.executable, "-c", "import brax_diff; print(brax_diff.__file__)"],
+                              env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, capture_output=True, text=True)
+    if not imported.stdout.strip().startswith(str(code)):  # the installed command must run --code's package
+        raise SystemExit(f"PYTHONPATH={code} imports brax_diff from {imported.stdout.strip() or imported.stderr}")
     repos = ["--brax-repo", args.brax_repo, "--playground-repo", args.playground_repo, "--slm-repo", args.slm_repo]
     refs = ["--brax", args.brax, "--playground", args.playground, "--slm", args.slm]
     report = [*python, "report", *repos, *refs]
@@ -218,15 +239,16 @@ def main() -> int:
         for case in cases:
             if wanted is None or case.name in wanted:
                 print(f"running {case.name} ({case.runs} runs) ...", file=sys.stderr, flush=True)
-                run_case(case, Path(scratch))
+                run_case(case, Path(scratch), code)
                 done.append(case)
     griffe = None
     if wanted is None or "griffe" in wanted:
         print("running griffe ...", file=sys.stderr, flush=True)
         griffe = griffe_case(args, old_ref, new_ref, args.runs)
 
-    print(f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}; load average {load_before} before, "
-          f"{load()} after (1, 5, 15 min). Median of the runs; CPU is user + sys, children included.\n")
+    print(f"brax-diff at {code} ({_commit(code)}). Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}; "
+          f"load average {load_before} before, {load()} after (1, 5, 15 min). Median of the runs; CPU is "
+          "user + sys, children included.\n")
     print("| what | runs | wall (median) | CPU (median) | target | vs griffe (wall) |")
     print("| --- | ---: | ---: | ---: | --- | ---: |")
     reference = griffe.wall if griffe is not None and griffe.walls else None

@@ -8,6 +8,7 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,15 @@ class CheckFailed(BraxDiffError):
 
 
 def _imported_on_call(module: str, name: str):
-    """A stand-in for the class ``module.name`` that imports it when first called."""
+    """A stand-in for the class ``module.name`` that imports it when first called; a module
+    that cannot be found is the error now, before any work."""
+    try:
+        found = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if not found:
+        raise BraxDiffError(f"the extractors cannot be imported: no module named {module!r}")
+
     def construct(*args, **kwargs):
         try:
             cls = getattr(importlib.import_module(module), name)
@@ -263,13 +272,15 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     def make_slm():
         return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
 
-    if no_cache or not slm_snap.exists(settings.spec):  # a missing spec file: its one error line, before any work
+    if no_cache:
         brax_extractor, slm_extractor = make_brax(), make_slm()
     else:  # a rerun whose blobs have not moved parses nothing, and builds no extractor
         cache = FactCache(fact_cache_root(settings.cache_dir))
+        # A spec file missing at the ref: the extractor's one error line, before any work.
+        early = None if slm_snap.exists(settings.spec) else make_slm()
         brax_extractor = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap},
                                          cache, BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
-        slm_extractor = CachedExtractor(None, "slm", {"slm": slm_snap}, cache, ("variant",),
+        slm_extractor = CachedExtractor(early, "slm", {"slm": slm_snap}, cache, ("variant",),
                                         identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
                                         values=("variant_for",), factory=make_slm)
     scopes = _scopes(brax_extractor, family, env)
