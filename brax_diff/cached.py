@@ -4,60 +4,105 @@
 as the last one. :class:`CachedExtractor` wraps an extractor and answers its scope methods
 (``env``, ``family``, ``defaults``, ``variant``) from :class:`~brax_diff.factcache.FactCache`,
 keyed by the blob ids the method read (see :attr:`Snapshot.reads`), so a rerun parses
-nothing. Everything else passes through to the wrapped extractor.
+nothing. Methods that answer plain JSON (``environments``, ``family_of``, ``variant_for``)
+can be cached the same way. Everything else passes through to the wrapped extractor.
+
+Given a ``factory`` instead of an extractor, the extractor is built on the first miss: a
+run answered wholly from the cache never imports the extractors (libcst alone takes a
+second to import) nor reads their files.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .facts import Extraction, dumps
-from .factcache import CachedResult, FactCache
-from .history import _rebase_provenance, shipped_version
+from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version
 from .sources import Snapshot
 from .worktree import relink
 
 
 class CachedExtractor:
-    """``inner``'s methods named in ``methods`` go through the cache; the rest pass through.
+    """``inner``'s methods named in ``methods`` (answering an Extraction) and ``values``
+    (answering JSON: a list of names, a name) go through the cache; the rest pass through.
 
+    ``inner`` may be None with a ``factory`` that builds it when a call misses the cache.
     ``identity`` names what else the answers depend on (the spec path, ``--set`` values,
     the mapping): it is part of the cache key with the extractors' code fingerprint.
     """
 
     def __init__(self, inner: Any, name: str, snapshots: Mapping[str, Snapshot], cache: FactCache,
-                 methods: tuple[str, ...], identity: Any = None) -> None:
-        self._inner = inner
+                 methods: tuple[str, ...], identity: Any = None, *, values: tuple[str, ...] = (),
+                 factory: Callable[[], Any] | None = None) -> None:
+        if inner is None and factory is None:
+            raise TypeError("CachedExtractor needs an extractor or a factory")
+        self._made = inner
+        self._factory = factory
         self._name = name
         self._snapshots = dict(snapshots)
         self._cache = cache
         self._methods = frozenset(methods)
+        self._values = frozenset(values)
         self._version = shipped_version(dumps(identity))
+        self._answers: dict[tuple, Any] = {}  # value answers of this process, by (method, args)
+
+    @property
+    def _inner(self) -> Any:
+        if self._made is None:
+            self._made = self._factory()
+        return self._made
 
     def __getattr__(self, attr: str) -> Any:
-        value = getattr(self._inner, attr)
-        return functools.partial(self._call, attr) if attr in self._methods else value
+        if attr in self._methods:
+            return functools.partial(self._call, attr)
+        if attr in self._values:
+            return functools.partial(self._value, attr)
+        return getattr(self._inner, attr)
 
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
         hit = self._cache.lookup(recipe, self._ids_now)
         reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
         if reused is not None:
-            for side, paths in hit.reads.items():  # the answer depends on them as if read now
-                if side in self._snapshots:
-                    for path, blob in paths.items():
-                        self._snapshots[side].reads.setdefault(path, blob)
+            self._depend_on(hit)
             return reused
         result = getattr(self._inner, method)(*args)
+        self._store(recipe, result.to_json())
+        return result
+
+    def _value(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """A JSON answer (``environments``: a list of names); an error is never cached."""
+        asked = (method, args, tuple(sorted(kwargs.items())))
+        if asked in self._answers:  # `report` asks family_of once per scope and env
+            return copy.deepcopy(self._answers[asked])
+        recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version,
+                                      {"args": list(args), "kwargs": dict(sorted(kwargs.items()))})
+        hit = self._cache.lookup(recipe, self._ids_now)
+        if hit is not None and isinstance(hit.extraction, dict) and set(hit.extraction) == {"value"}:
+            self._depend_on(hit)
+            answer = hit.extraction["value"]
+        else:
+            answer = getattr(self._inner, method)(*args, **kwargs)
+            self._store(recipe, {"value": answer})
+        self._answers[asked] = answer
+        return copy.deepcopy(answer)
+
+    def _depend_on(self, hit: CachedResult) -> None:
+        for side, paths in hit.reads.items():  # the answer depends on them as if read now
+            if side in self._snapshots:
+                for path, blob in paths.items():
+                    self._snapshots[side].reads.setdefault(path, blob)
+
+    def _store(self, recipe: str, answer: dict) -> None:
         # The reads so far are a superset of what this call depended on (the extractor
         # parses each file once and shares it between calls): a safe key.
         reads = {side: dict(snap.reads) for side, snap in self._snapshots.items() if snap.reads}
         self._cache.store(recipe, CachedResult(
             reads=reads, commits={side: snap.sha for side, snap in self._snapshots.items()},
             repos={side: snap.repository.web_url for side, snap in self._snapshots.items()},
-            extraction=result.to_json(), error=None))
-        return result
+            extraction=answer, error=None))
 
     def _ids_now(self, side: str, paths: list[str]) -> dict[str, str | None]:
         snapshot = self._snapshots[side]
@@ -84,3 +129,22 @@ class CachedExtractor:
     @property
     def misses(self) -> int:
         return self._cache.misses
+
+
+def brax_extractor(snapshots: Mapping[str, Snapshot], cache: FactCache | None) -> Any:
+    """Brax's extractor over ``snapshots`` (``brax``, optional ``playground``), answered from
+    ``cache`` when given; extractors.brax (and libcst) is imported on the first miss only."""
+    def make() -> Any:
+        from extractors.brax import BraxExtractor
+
+        return BraxExtractor(snapshots["brax"], snapshots.get("playground"))
+
+    if cache is None:
+        return make()
+    sides = {side: snap for side, snap in snapshots.items() if side in ("brax", "playground") and snap is not None}
+    return CachedExtractor(None, "brax", sides, cache, BRAX_METHODS, values=BRAX_VALUES, factory=make)
+
+
+# What `report` and `extract brax` ask Brax's extractor, through the cache.
+BRAX_METHODS = ("defaults", "family", "env")
+BRAX_VALUES = ("families", "environments", "family_of")

@@ -156,3 +156,38 @@ class FactCache:
         except BraxDiffError as exc:
             self.disabled = True
             print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
+
+
+# What the cache keys and reuse depend on, here rather than in history (which `report`,
+# answered from the cache, need not import).
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def shipped_version(extra: str = "") -> str:
+    """Fingerprint of everything the shipped extractors' output depends on: the ``extractors``
+    package, the fact model and vocabulary, and the shipped data files (mappings)."""
+    digest = hashlib.sha256(extra.encode())
+    files = sorted((_PACKAGE_ROOT.parent / "extractors").glob("*.py"))
+    files += [_PACKAGE_ROOT / name for name in ("facts.py", "vocabulary.py", "sources.py")]
+    files += sorted((_PACKAGE_ROOT / "data").glob("*"))
+    for path in files:
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _rebase_provenance(data: dict, moves: Mapping[tuple[str, str], tuple[str, str]]) -> dict:
+    """Point a cached extraction's provenance at the commits it is reused for.
+
+    The blobs read are identical, so every line number still holds; only (repo, commit) moves.
+    """
+    def move(p: dict) -> dict:
+        repo, commit = moves.get((p["repo"], p["commit"]), (p["repo"], p["commit"]))
+        return {**p, "repo": repo, "commit": commit}
+
+    facts = {key: {**fact, "provenance": [move(p) for p in fact.get("provenance", [])]}
+             for key, fact in data.get("facts", {}).items()}
+    findings = [{**f, "provenance": [move(p) for p in f.get("provenance", [])]} for f in data.get("findings", [])]
+    return {**data, "facts": facts, "findings": findings}

@@ -33,12 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from git.objects.fun import tree_entries_from_data
-
 from .errors import BraxDiffError, SourceError
 from .facts import Extraction, Fact, SourceInfo, dumps
-from .factcache import CachedResult, FactCache
-from .sources import Repository, Snapshot
+from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version  # noqa: F401 (re-exported)
+from .sources import ObjectIds, Repository, Snapshot  # noqa: F401 (ObjectIds: re-exported)
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -82,46 +80,6 @@ def object_id(commit, path: str) -> str | None:
         return None
     wanted = "tree" if is_dir else "blob"
     return obj.hexsha if obj.type == wanted else None
-
-
-_TREE_MODE = 0o040000
-
-
-class ObjectIds:
-    """``path`` -> object id at a commit, reading each git tree object once.
-
-    Consecutive commits share most subtrees, so over a walk this reads a few trees per
-    commit instead of one per path component per path (GitPython's ``tree / path``).
-    """
-
-    def __init__(self, repo: Repository) -> None:
-        self.odb = repo.git.odb
-        self.trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
-
-    def _entries(self, binsha: bytes) -> dict[str, tuple[int, bytes]]:
-        found = self.trees.get(binsha)
-        if found is None:
-            data = self.odb.stream(binsha).read()
-            found = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
-            self.trees[binsha] = found
-        return found
-
-    def __call__(self, commit, path: str) -> str | None:
-        """Same answer as :func:`object_id`."""
-        want_tree = path.endswith("/")
-        parts = [p for p in path.strip("/").split("/") if p]
-        mode, sha = _TREE_MODE, commit.tree.binsha
-        for part in parts:
-            if mode != _TREE_MODE:
-                return None
-            entry = self._entries(sha).get(part)
-            if entry is None:
-                return None
-            mode, sha = entry
-        is_tree = mode == _TREE_MODE
-        if is_tree != want_tree or (not is_tree and mode >> 12 not in (0o10, 0o12)):
-            return None  # a submodule (gitlink) is neither
-        return sha.hex()
 
 
 # ---------------------------------------------------------------------------------------
@@ -332,21 +290,6 @@ def touching_commits(repo: Repository, start: str | None, end: str, paths: Itera
 # The engine
 
 
-def _rebase_provenance(data: dict, moves: Mapping[tuple[str, str], tuple[str, str]]) -> dict:
-    """Point a cached extraction's provenance at the commits it is reused for.
-
-    The blobs read are identical, so every line number still holds; only (repo, commit) moves.
-    """
-    def move(p: dict) -> dict:
-        repo, commit = moves.get((p["repo"], p["commit"]), (p["repo"], p["commit"]))
-        return {**p, "repo": repo, "commit": commit}
-
-    facts = {key: {**fact, "provenance": [move(p) for p in fact.get("provenance", [])]}
-             for key, fact in data.get("facts", {}).items()}
-    findings = [{**f, "provenance": [move(p) for p in f.get("provenance", [])]} for f in data.get("findings", [])]
-    return {**data, "facts": facts, "findings": findings}
-
-
 class HistoryEngine:
     """Walks ranges for recipes. ``repos`` maps side name -> Repository."""
 
@@ -354,12 +297,9 @@ class HistoryEngine:
         self.repos = dict(repos)
         self.cache = cache
         self.parsed = 0  # extractions actually run (cache misses), for benchmarks
-        self._ids: dict[str, ObjectIds] = {}
 
     def ids(self, side: str) -> ObjectIds:
-        if side not in self._ids:
-            self._ids[side] = ObjectIds(self.repos[side])
-        return self._ids[side]
+        return self.repos[side].object_ids
 
     # -- one extraction, through the cache ------------------------------------------------
     def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, Snapshot]:
@@ -554,23 +494,6 @@ def render_json(history: History) -> str:
 
 BRAX_SIDES = ("brax", "playground")
 SLM_SIDES = ("slm",)
-_PACKAGE_ROOT = Path(__file__).resolve().parent
-
-
-def shipped_version(extra: str = "") -> str:
-    """Fingerprint of everything the shipped extractors' output depends on: the ``extractors``
-    package, the fact model and vocabulary, and the shipped data files (mappings)."""
-    digest = hashlib.sha256(extra.encode())
-    files = sorted((_PACKAGE_ROOT.parent / "extractors").glob("*.py"))
-    files += [_PACKAGE_ROOT / name for name in ("facts.py", "vocabulary.py", "sources.py")]
-    files += sorted((_PACKAGE_ROOT / "data").glob("*"))
-    for path in files:
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def _import(module: str, name: str):
     try:
         return getattr(importlib.import_module(module), name)

@@ -16,6 +16,7 @@ batch guard, rule fix templates) asks before computing ``a ** b`` or ``s * n``.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import math
 import re
@@ -119,17 +120,28 @@ def decode_text(data: bytes, origin: str) -> str:
 
 
 # Strings (and TOML comments) first, so brackets inside them are not counted.
-_TOKENS = {
-    "json": re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}\n]'),
-    "python": re.compile(r'''"""(?:\\.|[\s\S])*?"""|\'\'\'(?:\\.|[\s\S])*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[\[\](){}\n]'''),
-    "toml": re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*|[\[\]{}\n]'),
+_STRINGS = {
+    "json": r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"',  # the loop unrolled: 4x faster in re, same strings
+    "python": r'''"""(?:\\.|[\s\S])*?"""|\'\'\'(?:\\.|[\s\S])*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*''',
+    "toml": r'''"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*''',
 }
+_BRACKETS = {"json": "[]{}", "python": "[](){}", "toml": "[]{}"}
+_TOKENS = {syntax: re.compile(f"{strings}|[{re.escape(_BRACKETS[syntax])}\\n]") for syntax, strings in _STRINGS.items()}
+# Everything but the brackets outside strings: removed in one C-speed pass (a quote that opens
+# no string goes alone, as the token scan skips it), leaving the brackets to count.
+_NOT_BRACKETS = {syntax: re.compile(f"{strings}|[^{re.escape(_BRACKETS[syntax])}\"'#]+|[\"'#]")
+                 for syntax, strings in _STRINGS.items()}
+_STEPS = {"[": 1, "{": 1, "(": 1, "]": -1, "}": -1, ")": -1}
 
 
 def check_nesting(text: str, origin: str, syntax: str = "json") -> None:
     """Reject JSON, TOML or Python brackets nested deeper than MAX_NESTING before a recursive
     parser meets them (libcst crashes the interpreter past a few thousand)."""
-    depth, line = 0, 1
+    brackets = _NOT_BRACKETS[syntax].sub("", text)
+    # The deepest nesting, counted in C (a report reads a few hundred cached facts files).
+    if max(itertools.accumulate(map(_STEPS.__getitem__, brackets)), default=0) <= MAX_NESTING:
+        return
+    depth, line = 0, 1  # too deep: find the line to name
     for match in _TOKENS[syntax].finditer(text):
         token = match.group()
         if token in "[{(":

@@ -20,7 +20,7 @@ import contextvars
 import time
 from typing import Any, Callable
 
-from jinja2 import StrictUndefined, TemplateError, nodes
+from jinja2 import StrictUndefined, Template, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from .limits import LimitExceeded, check_nesting, operation_refused
@@ -29,6 +29,9 @@ MAX_SOURCE = 4_000  # characters of one template
 MAX_OUTPUT = 10_000  # characters one template renders
 MAX_OPERATIONS = 10_000  # operators, calls, attribute and item lookups per render
 MAX_SECONDS = 1.0
+# Compiled templates one sandbox keeps: a report renders a few dozen distinct fix templates
+# over a thousand times, and compiling one costs a millisecond or more.
+MAX_COMPILED = 1024
 
 # Statement nodes a template may use; every expression node is allowed.
 _STATEMENTS = (nodes.Template, nodes.Output, nodes.TemplateData, nodes.If)
@@ -94,6 +97,21 @@ class BoundedSandbox(SandboxedEnvironment):
         self.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
         self.filters = {name: self.filters[name] for name in _SAFE_FILTERS}
         self.filters["replace"] = _replace
+        self._compiled: dict[str, Template] = {}
+        self.compilations = 0  # how many templates this sandbox compiled (tests check "once")
+
+    def compiled(self, source: str, tree: nodes.Template | None = None) -> Template:
+        """``source`` compiled once per sandbox (``tree``: its parse, when the caller has it).
+
+        Jinja's ``from_string`` compiles on every call; the globals and filters a template
+        binds are this sandbox's, fixed at construction, so a compiled one can be reused."""
+        found = self._compiled.get(source)
+        if found is None:
+            if len(self._compiled) >= MAX_COMPILED:
+                self._compiled.clear()
+            found = self._compiled[source] = self.from_string(source if tree is None else tree)
+            self.compilations += 1
+        return found
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _spend()
@@ -135,7 +153,7 @@ def check_template(env: BoundedSandbox, source: str) -> None:
         if not isinstance(node, _STATEMENTS):
             raise TemplateError(f"{{% {type(node).__name__.lower()} %}} is not allowed (expressions and "
                                 "{% if %} only)")
-    env.from_string(source)  # filters and tests are looked up when the template compiles
+    env.compiled(source, tree)  # filters and tests are looked up when the template compiles
 
 
 def render_bounded(env: BoundedSandbox, source: str, variables: dict, finalize: Callable[[str], str] = str.strip) -> str:
@@ -144,7 +162,7 @@ def render_bounded(env: BoundedSandbox, source: str, variables: dict, finalize: 
     try:
         out: list[str] = []
         size = 0
-        for chunk in env.from_string(source).generate(**variables):
+        for chunk in env.compiled(source).generate(**variables):
             size += len(chunk)
             if size > MAX_OUTPUT:
                 raise TemplateLimit(f"renders more than {MAX_OUTPUT} characters (limit)")

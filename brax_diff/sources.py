@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
+from git.objects.fun import tree_entries_from_data
 
 from . import limits
 from .errors import SourceError
@@ -116,6 +117,51 @@ def _open(path: Path) -> git.Repo:
     return repo
 
 
+_TREE_MODE = 0o040000
+
+
+class ObjectIds:
+    """``path`` -> object id at a commit, reading each git tree object once.
+
+    Consecutive commits share most subtrees, so over a walk this reads a few trees per
+    commit instead of one per path component per path (GitPython's ``tree / path``); and
+    a fact-cache lookup (a few hundred paths at one commit) reads each directory once.
+    """
+
+    def __init__(self, repo: "Repository") -> None:
+        self.odb = repo.git.odb
+        self.trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
+
+    def _entries(self, binsha: bytes) -> dict[str, tuple[int, bytes]]:
+        found = self.trees.get(binsha)
+        if found is None:
+            data = self.odb.stream(binsha).read()
+            found = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
+            self.trees[binsha] = found
+        return found
+
+    def names(self, tree_id: str) -> list[str]:
+        """The entry names of a tree object, sorted."""
+        return sorted(self._entries(bytes.fromhex(tree_id)))
+
+    def __call__(self, commit, path: str) -> str | None:
+        """Blob id of ``path`` at ``commit`` (tree id of ``dir/``); None when absent."""
+        want_tree = path.endswith("/")
+        parts = [p for p in path.strip("/").split("/") if p]
+        mode, sha = _TREE_MODE, commit.tree.binsha
+        for part in parts:
+            if mode != _TREE_MODE:
+                return None
+            entry = self._entries(sha).get(part)
+            if entry is None:
+                return None
+            mode, sha = entry
+        is_tree = mode == _TREE_MODE
+        if is_tree != want_tree or (not is_tree and mode >> 12 not in (0o10, 0o12)):
+            return None  # a submodule (gitlink) is neither
+        return sha.hex()
+
+
 class Repository:
     """A git repository opened for blob reads. ``side`` names it in messages."""
 
@@ -139,6 +185,14 @@ class Repository:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise SourceError(f"{side}: {self.location} is not a git repository") from None
         self.web_url = self._web_url()
+        self._object_ids: ObjectIds | None = None
+
+    @property
+    def object_ids(self) -> ObjectIds:
+        """Path lookups at any commit of this repository, sharing the trees read."""
+        if self._object_ids is None:
+            self._object_ids = ObjectIds(self)
+        return self._object_ids
 
     @staticmethod
     def _ensure_clone(url: str, root: Path, fetch: bool) -> Path:
@@ -259,10 +313,7 @@ class Snapshot:
 
     def object_id(self, path: str) -> str | None:
         """Blob id of ``path`` (tree id of ``dir/``) at this commit; None when absent. Reads nothing."""
-        is_dir = path.endswith("/")
-        clean = path.strip("/")
-        obj = self._object(clean) if clean else self.commit.tree
-        return obj.hexsha if obj is not None and obj.type == ("tree" if is_dir else "blob") else None
+        return self.repository.object_ids(self.commit, path)
 
     def blob_id(self, path: str) -> str | None:
         """Blob id of ``path``; recorded in ``reads``, since the caller's answer depends on it."""
@@ -275,22 +326,20 @@ class Snapshot:
 
     def read(self, path: str) -> str:
         """The file's text at this commit; a missing file is a one-line SourceError."""
-        obj = self._object(path)
-        if obj is None or obj.type != "blob":
-            self.reads[path] = None
+        found = self.object_id(path)
+        self.reads[path] = found
+        if found is None:
             raise SourceError(f"{self.side}: {path} not found at {self.ref} ({self.sha[:12]}) "
                               f"in {self.repository.location}")
-        self.reads[path] = obj.hexsha
-        if obj.size > limits.MAX_FILE_BYTES:
-            raise limits.LimitExceeded(f"{self.side}: {path} at {self.ref} ({self.sha[:12]}): {obj.size} bytes; "
+        stream = self.repository.git.odb.stream(bytes.fromhex(found))
+        if stream.size > limits.MAX_FILE_BYTES:
+            raise limits.LimitExceeded(f"{self.side}: {path} at {self.ref} ({self.sha[:12]}): {stream.size} bytes; "
                                        f"the limit is {limits.MAX_FILE_BYTES} bytes")
-        return obj.data_stream.read().decode("utf-8", errors="replace")
+        return stream.read().decode("utf-8", errors="replace")
 
     def listdir(self, path: str) -> list[str]:
         """Names in a directory at this commit (sorted); [] when it does not exist."""
         key = path.strip("/") + "/"  # a listing is recorded as "dir/" -> tree id
-        self.reads.setdefault(key, self.object_id(key))
-        obj = self._object(path.strip("/")) if path.strip("/") else self.commit.tree
-        if obj is None or obj.type != "tree":
-            return []
-        return sorted(item.name for item in obj)
+        found = self.object_id(key)
+        self.reads.setdefault(key, found)
+        return [] if found is None else self.repository.object_ids.names(found)

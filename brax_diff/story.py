@@ -10,33 +10,64 @@ before. ``quiet``: nothing but warnings and errors.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from pathlib import Path
-from typing import Iterator
-
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .rules import SEVERITIES
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+# What makes rich treat a stream that is not a tty as a terminal.
+_TERMINAL_ENV = ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")
 
 SEVERITY_STYLES = {"CRITICAL": "bold red", "IMPORTANT": "bold yellow", "MINOR": "yellow"}
 SIDE_TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
 
 
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+class PlainConsole:
+    """Lines to stderr as they are: what rich prints when stderr is no terminal, without
+    importing rich (a tenth of a second) for a run that shows nothing live."""
+
+    is_terminal = False
+
+    def print(self, text: str) -> None:
+        print(text, file=sys.stderr)
+
+
 class Story:
     """``live``: tell the whole story (default: when ``console`` is a terminal)."""
 
-    def __init__(self, console: Console, *, quiet: bool = False, live: bool | None = None) -> None:
+    def __init__(self, console: Any, *, quiet: bool = False, live: bool | None = None) -> None:
         self.console = console
         self.quiet = quiet
         self.live = (console.is_terminal if live is None else live) and not quiet
-        self._progress: Progress | None = None
+        self._plain = isinstance(console, PlainConsole)
+        self._progress = None
         self._task = None
 
     @classmethod
     def on_stderr(cls, quiet: bool = False) -> "Story":
+        if not sys.stderr.isatty() and not any(os.environ.get(name) for name in _TERMINAL_ENV):
+            return cls(PlainConsole(), quiet=quiet)
+        from rich.console import Console
+
         return cls(Console(stderr=True, soft_wrap=True, highlight=False), quiet=quiet)
+
+    def _escaped(self, text: str) -> str:
+        return text if self._plain else escape(text)
+
+    def line(self, text: str) -> None:
+        """A line shown even with quiet (what --check found stale)."""
+        self.console.print(self._escaped(text))
 
     @contextlib.contextmanager
     def running(self) -> Iterator["Story"]:
@@ -44,6 +75,8 @@ class Story:
         if not self.live:
             yield self
             return
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
         columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
         with Progress(*columns, console=self.console, transient=True) as progress:
             self._progress, self._task = progress, progress.add_task("starting", total=None)
@@ -60,11 +93,11 @@ class Story:
     def say(self, text: str) -> None:
         """A line that is part of the normal output (files written, up to date): not with quiet."""
         if not self.quiet:
-            self.console.print(escape(text))
+            self.console.print(self._escaped(text))
 
     def warn(self, text: str) -> None:
         """A warning: always shown, one line."""
-        self.console.print(f"warning: {escape(text)}")
+        self.console.print(f"warning: {self._escaped(text)}")
 
     def wrote(self, path: Path) -> None:
         self.say(f"wrote {path}")
@@ -86,7 +119,9 @@ def scope_title(model: dict) -> str:
     return f"{what}: SLM-Lab variant {scope['variant']}; {refs}"
 
 
-def summary_table(model: dict) -> Table:
+def summary_table(model: dict) -> "Table":
+    from rich.table import Table
+
     table = Table(title=escape(scope_title(model)), title_justify="left", show_edge=False)
     table.add_column("Severity")
     table.add_column("Differences", justify="right")

@@ -70,10 +70,16 @@ class BraxCode:
         self.snapshot = snapshot
         self._modules: dict[str, PyModule] = {}
         self._runs: dict[tuple, TrainRun] = {}
+        self._derived: dict[tuple, tuple[tuple[Fact, ...], tuple[Finding, ...]]] = {}
+
+    @staticmethod
+    def _scope_key(scope: Scope) -> tuple:
+        """What a derivation reads of a scope: each parameter's value and lines (not its origin label)."""
+        return tuple(sorted((name, repr(s.value), s.provenance) for name, s in scope.items()))
 
     def train_run(self, train: Scope) -> TrainRun:
         """train() run by the engine with these parameters (envs sharing a config share it)."""
-        key = tuple(sorted((name, repr(s.value), s.provenance) for name, s in train.items()))
+        key = self._scope_key(train)
         if key not in self._runs:
             self._runs[key] = TrainRun(self.snapshot, train)
         return self._runs[key]
@@ -130,10 +136,17 @@ class BraxCode:
     # -- facts ----------------------------------------------------------------------
     def facts(self, train: Scope, network: Scope, scope: str = "config") -> tuple[list[Fact], list[Finding]]:
         """Every canonical key this code decides, for one scope's parameters (a key it
-        cannot read is an unknown fact with a finding)."""
-        derivation = _Derivation(self, train, network, scope)
-        derivation.run()
-        return list(derivation.facts.values()), derivation.findings
+        cannot read is an unknown fact with a finding).
+
+        Most of a family's environments share their family's config: the facts (frozen) are
+        derived once per distinct set of parameters, not once per environment."""
+        key = (scope, self._scope_key(train), self._scope_key(network))
+        if key not in self._derived:
+            derivation = _Derivation(self, train, network, scope)
+            derivation.run()
+            self._derived[key] = (tuple(derivation.facts.values()), tuple(derivation.findings))
+        facts, findings = self._derived[key]
+        return list(facts), list(findings)
 
 
 def _not_found(snapshot: Snapshot, error: PatternNotFound, key: str | None = None) -> Finding:

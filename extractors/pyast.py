@@ -287,14 +287,32 @@ def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     return out
 
 
+# Walks already made: id(root) -> (root, its descendants). Nodes are immutable, so a walk
+# of the same root gives the same nodes; the extractors query the same function bodies for
+# every scope. The root is held, so its id is not reused while its entry lives; the whole
+# is dropped past MAX_REMEMBERED nodes (a history walk parses a module per commit).
+_WALKS: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+_REMEMBERED = [0]
+MAX_REMEMBERED = 2_000_000
+
+
 def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``node`` (itself included), depth first, children in field order
     (which follows the source for the statements and expressions queried here)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(_child_nodes(current)))
+    found = _WALKS.get(id(node))
+    if found is None or found[0] is not node:
+        out = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            out.append(current)
+            stack.extend(reversed(_child_nodes(current)))
+        if _REMEMBERED[0] + len(out) > MAX_REMEMBERED:
+            _WALKS.clear()
+            _REMEMBERED[0] = 0
+        found = _WALKS[id(node)] = (node, tuple(out))
+        _REMEMBERED[0] += len(out)
+    return iter(found[1])
 
 
 def calls_named(node: cst.CSTNode, suffix: str) -> list[cst.Call]:

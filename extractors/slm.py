@@ -25,15 +25,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from importlib import resources
 from typing import Any
 
-import yaml
-
-from brax_diff.errors import BraxDiffError, ConfigError, SpecError
+from brax_diff.errors import BraxDiffError, SpecError
 from brax_diff.facts import Extraction, Fact, Finding, Provenance
-from brax_diff.io import read_text
-from brax_diff.limits import load_yaml
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS, canonical_activation
 
@@ -41,10 +36,10 @@ from . import flow
 from . import slm_code as code
 from .slm_run import SlmRun
 from .slm_spec import ResolvedSpec, SpecFile
+from .mapping import FAMILIES, load_mapping, validate_mapping  # noqa: F401 (re-exported)
 from .value_loss import value_loss_form
 
 DEFAULT_SPEC = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
-FAMILIES = ("dm_control", "locomotion", "manipulation")
 
 # Spec names -> canonical enum values.
 DISTRIBUTIONS = {"Normal": "normal", "NormalTanh": "tanh_normal", "TanhNormal": "tanh_normal"}
@@ -85,36 +80,6 @@ def trains(extraction: Extraction) -> tuple[bool, str | None]:
     first = sorted(blocking, key=lambda f: (f.kind != "cannot_train", f.message))[0]
     where = ", ".join(f"{p.path}:{p.line}" for p in first.provenance[:2])
     return False, first.message + (f" ({where})" if where else "")
-
-
-def load_mapping(path: str | None = None) -> dict:
-    """The variant -> family/envs mapping: the shipped file, or the user's ``path``."""
-    if path:
-        text = read_text(path, "mapping file", ConfigError)
-        origin = path
-    else:
-        text = resources.files("brax_diff").joinpath("data/slm_mapping.yaml").read_text(encoding="utf-8")
-        origin = "shipped slm_mapping.yaml"
-    try:
-        data = load_yaml(text, f"mapping file {origin}")
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"mapping file {origin}: invalid YAML: {str(exc).splitlines()[0]}") from None
-    return validate_mapping(data, origin)
-
-
-def validate_mapping(data: Any, origin: str = "mapping") -> dict:
-    if not isinstance(data, dict) or not isinstance(data.get("variants", {}), dict) or not isinstance(
-            data.get("family_defaults", {}), dict):
-        raise ConfigError(f"{origin}: expected mappings 'variants' and 'family_defaults'")
-    for name, entry in data.get("variants", {}).items():
-        if not isinstance(entry, dict) or entry.get("family") not in FAMILIES:
-            raise ConfigError(f"{origin}: variant {name}: 'family' must be one of {', '.join(FAMILIES)}")
-        if not isinstance(entry.get("envs", []), list):
-            raise ConfigError(f"{origin}: variant {name}: 'envs' must be a list")
-    for family, candidates in data.get("family_defaults", {}).items():
-        if family not in FAMILIES or not isinstance(candidates, (list, str)):
-            raise ConfigError(f"{origin}: family_defaults.{family}: expected a family and a variant (list)")
-    return data
 
 
 class SlmExtractor:
@@ -570,6 +535,7 @@ class _VariantFacts:
         that is made from what calc_val_loss returned."""
         records, _ = self.run.train()
         results = [r.result for r in records if r.name == "calc_val_loss"]
+        result_ids = {id(r) for r in results}  # `results` keeps them alive: ids stay theirs
         found = []
         for record in records:
             callee = record.callee.data
@@ -584,7 +550,8 @@ class _VariantFacts:
             if loss is None:
                 continue
             for term in flow.terms(loss):
-                if any(flow.mentions(term, lambda v, r=r: v is r) for r in results):
+                # One walk of the term for all results (a walk per result took a second a variant).
+                if flow.mentions(term, lambda v: id(v) in result_ids):
                     known = [i for i, (seen, _) in enumerate(found) if seen is term]
                     if not known:
                         found.append((term, record))

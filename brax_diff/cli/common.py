@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Iterable
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Iterable
 
 from ..errors import BraxDiffError
 from ..facts import Extraction, dumps, format_value
@@ -17,7 +14,13 @@ FORMATS = ("table", "json")
 HELP_MARKUP = None
 
 
-def stdout_console() -> Console:
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def stdout_console() -> "Console":
+    from rich.console import Console  # imported when a table is printed, not at start-up
+
     return Console(soft_wrap=True, highlight=False)
 
 
@@ -36,7 +39,7 @@ def user_mapping(path: str | None) -> dict | None:
     """The user's variant -> family/env mapping file, validated; None keeps the shipped one."""
     if not path:
         return None
-    from extractors.slm import load_mapping
+    from extractors.mapping import load_mapping
 
     return load_mapping(path)
 
@@ -80,6 +83,8 @@ def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
         payload = [e.to_json() for e in extractions]
         print_json(payload[0] if len(payload) == 1 else payload)
         return
+    from rich.table import Table
+
     console = stdout_console()
     order = {name: i for i, (name, _) in enumerate(TOPICS)}
     for extraction in extractions:

@@ -9,7 +9,9 @@ from typing import Optional
 import typer
 
 from ..config import load_settings
+from ..cached import brax_extractor
 from ..errors import BraxDiffError
+from ..factcache import FactCache, cache_root
 from ..session import head_warnings, open_snapshots
 from .common import FORMATS, fail_strict, print_extractions
 
@@ -39,10 +41,9 @@ def extract_brax(
     fmt: str = typer.Option("table", "--format", help="table | json."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when a code pattern was not found at a ref "
                                 "(a key is unknown)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Extract again; do not read or write the fact cache."),
 ) -> None:
     """Brax's effective PPO settings, read from the code at the given refs."""
-    from extractors.brax import BraxExtractor  # library import kept out of CLI start-up
-
     if sum(bool(x) for x in (family, env, defaults)) > 1:
         raise BraxDiffError("choose one of --family, --env, --defaults")
     if fmt not in FORMATS:
@@ -50,7 +51,7 @@ def extract_brax(
     settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                              playground_ref=playground_ref)
     snapshots = open_snapshots(settings, ("brax",) if defaults else ("brax", "playground"))
-    extractor = BraxExtractor(snapshots["brax"], snapshots.get("playground"))
+    extractor = brax_extractor(snapshots, None if no_cache else FactCache(cache_root(settings.cache_dir)))
     if defaults:
         extractions = [extractor.defaults()]
     elif env:

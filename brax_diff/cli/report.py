@@ -7,30 +7,28 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
-from rich.table import Table
 
-from ..cached import CachedExtractor
 from ..config import Settings, load_settings
-from ..factcache import FactCache
-from ..factcache import cache_root as fact_cache_root
 from ..errors import BraxDiffError
 from ..io import (check_writable, finish_interrupted_writes, interrupted_writes, read_json, read_text,
                   write_all, write_atomic)
-from ..render import (FORMATS, Scope, generate, read_previous, render_json, render_markdown,
-                      render_rules_markdown, same_findings, verification_entries, worst_at_or_above)
-from ..rules import SEVERITIES, load_rules
-from ..permalinks import line_commits
-from ..review import Move, github_annotations, locate, markdown_summary, moves, source_moves
 from ..session import head_warnings, open_snapshots
-from ..story import Story
-from ..worktree import refresh_sources
 from .common import parse_sets, print_json, stdout_console, user_mapping
+
+# Rendering, rules and the cache (Jinja and their own start-up work) are imported by the
+# commands that use them, so `brax-diff extract` starts without them.
+if TYPE_CHECKING:
+    from ..render import Scope
+    from ..review import Move
+    from ..story import Story
 
 RULE_FORMATS = ("table", "md", "json")
 
@@ -41,17 +39,34 @@ class CheckFailed(BraxDiffError):
     exit_code = 1
 
 
-def load_extractors():
-    """The extractor classes, imported only when a report is made (tests replace this)."""
+def _imported_on_call(module: str, name: str):
+    """A stand-in for the class ``module.name`` that imports it when first called; a module
+    that cannot be found is the error now, before any work."""
     try:
-        from extractors.brax import BraxExtractor
-        from extractors.slm import SlmExtractor
-    except ImportError as exc:  # a broken install, not the user's input; still one line
-        raise BraxDiffError(f"the extractors cannot be imported: {exc}") from None
-    return BraxExtractor, SlmExtractor
+        found = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if not found:
+        raise BraxDiffError(f"the extractors cannot be imported: no module named {module!r}")
+
+    def construct(*args, **kwargs):
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except ImportError as exc:  # a broken install, not the user's input; still one line
+            raise BraxDiffError(f"the extractors cannot be imported: {exc}") from None
+        return cls(*args, **kwargs)
+    return construct
+
+
+def load_extractors():
+    """The extractor classes (tests replace this), imported only when one is built: a report
+    answered from the fact cache builds none, and libcst alone takes a second to import."""
+    return _imported_on_call("extractors.brax", "BraxExtractor"), _imported_on_call("extractors.slm", "SlmExtractor")
 
 
 def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
+    from ..render import Scope
+
     if env:
         brax_extractor.family_of(env)  # an unknown env is a clear error before any work
         return [Scope(env=env)]
@@ -136,6 +151,11 @@ def report_command(
                                "summary or list of files written)."),
 ) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
+    from ..render import FORMATS, worst_at_or_above
+    from ..review import github_annotations, markdown_summary, source_moves
+    from ..rules import SEVERITIES, load_rules
+    from ..story import Story
+
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
     if fmt not in FORMATS + ("github",):
@@ -179,8 +199,8 @@ def report_command(
         pending = {p for path, _ in rendered if path is not None for p in interrupted_writes(path.parent)}
         stale, refreshable = _stale(rendered, models, pending)
         for path in stale:
-            story.console.print(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
-                                                    if path in pending else ""))
+            story.line(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
+                                           if path in pending else ""))
     if annotate or summary:
         found = [move for result in results for move in result.moves()]
         if annotate:
@@ -224,6 +244,9 @@ class ScopeResult:
     files: list[tuple[Path | None, str]]
 
     def moves(self) -> list[Move]:
+        from ..render import render_markdown
+        from ..review import locate, moves
+
         markdown = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
                         (None, render_markdown(self.model)))
         return locate(moves(self.previous, self.model, self.name), *markdown)
@@ -233,17 +256,35 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
                   no_cache, check) -> list[ScopeResult]:
     """Every scope's report."""
+    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor
+    from ..factcache import FactCache
+    from ..factcache import cache_root as fact_cache_root
+    from ..permalinks import LinkCache, line_commits
+    from ..render import generate, read_previous, render_json, render_markdown, verification_entries
+    from ..worktree import refresh_sources
+
     brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
-    brax_extractor = BraxExtractor(brax_snap, playground_snap)
-    slm_extractor = SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
-    if not no_cache:  # a rerun whose blobs have not moved parses nothing
+
+    def make_brax():
+        return BraxExtractor(brax_snap, playground_snap)
+
+    def make_slm():
+        return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
+
+    if no_cache:
+        brax_extractor, slm_extractor = make_brax(), make_slm()
+    else:  # a rerun whose blobs have not moved parses nothing, and builds no extractor
         cache = FactCache(fact_cache_root(settings.cache_dir))
-        brax_extractor = CachedExtractor(brax_extractor, "brax", {"brax": brax_snap, "playground": playground_snap},
-                                         cache, ("defaults", "family", "env"))
-        slm_extractor = CachedExtractor(slm_extractor, "slm", {"slm": slm_snap}, cache, ("variant",),
-                                        identity={"spec": settings.spec, "sets": set_values, "mapping": mapping})
+        # A spec file missing at the ref: the extractor's one error line, before any work.
+        early = None if slm_snap.exists(settings.spec) else make_slm()
+        brax_extractor = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap},
+                                         cache, BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
+        slm_extractor = CachedExtractor(early, "slm", {"slm": slm_snap}, cache, ("variant",),
+                                        identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
+                                        values=("variant_for",), factory=make_slm)
     scopes = _scopes(brax_extractor, family, env)
+    links = None if no_cache else LinkCache(fact_cache_root(settings.cache_dir))
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
     if verification and verify:
@@ -274,7 +315,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                          rules_origin="shipped" if settings.rules is None else settings.rules,
                          progress=story.step)
         model = refresh_sources(model, snapshots)  # what each work tree read differs in
-        model["line_commits"] = line_commits(model, snapshots, linked_at)  # links that outlast upstream moves
+        model["line_commits"] = line_commits(model, snapshots, linked_at, links)  # links that outlast upstream moves
         files = [(path, render_markdown(model) if kind == "md" else render_json(model))
                  for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
@@ -329,6 +370,8 @@ def _stale(rendered: list[tuple[Path | None, str]], models: dict,
     A Markdown file is refreshable when the JSON beside it is, and it is still the
     rendering of that JSON (not edited by hand). A missing file, or one in ``pending`` (an
     interrupted write), is stale."""
+    from ..render import read_previous, render_markdown, same_findings
+
     stale, refreshable = [], []
     for path, text in rendered:
         current = _text_on_disk(path)
@@ -361,6 +404,9 @@ def rules_command(
     rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
 ) -> None:
     """Print the rule table (shipped, merged with --rules or the configured rules file)."""
+    from ..render import render_rules_markdown
+    from ..rules import load_rules
+
     if fmt not in RULE_FORMATS:
         raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(RULE_FORMATS)})")
     table = load_rules(load_settings(rules=rules).rules)
@@ -370,6 +416,8 @@ def rules_command(
     if fmt == "json":
         print_json(table.to_json())
         return
+    from rich.table import Table
+
     out = Table(title="brax-diff rules", title_justify="left")
     for column in ("code", "name", "topic", "keys", "severity cases", "risk"):
         out.add_column(column)

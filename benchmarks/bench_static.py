@@ -1,0 +1,270 @@
+"""The static path's speed: `report`, `extract brax` and `history`, cold and warm, beside griffe.
+
+Each case runs as its own process of the installed ``brax-diff`` (interpreter start included,
+as a user sees it) with ``--code``'s checkout first on PYTHONPATH (default: this one), several
+times; the figure is the median wall time and the median CPU time (user + sys of the
+process and its children, e.g. git). Cold: a fresh fact cache (BRAX_DIFF_CACHE_DIR) and a
+fresh TMPDIR (Jinja's compiled templates live there) for every run. Warm: one untimed run
+fills the cache, then every timed run reuses it.
+
+Beside them, in the same run, griffe loads the ``brax`` package at the two refs of the
+history range and diffs them (``griffe.load`` + ``griffe.find_breaking_changes``; the
+package's ``.py`` files are exported with ``git archive`` first, as griffe's own
+``load_git`` checks out a work tree, which a partial clone cannot). griffe is installed
+for this benchmark only (``pip install griffe``); without it that row says so.
+
+    python benchmarks/bench_static.py [--code OLD_CHECKOUT] --brax-repo /tmp/brax.git --playground-repo /tmp/playground.git \\
+        --slm-repo /tmp/slm.git
+
+prints a Markdown table (the README's Speed section comes from it) with the date, the
+machine and its load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The issue's targets (seconds of wall time on the project's 2-core machine).
+TARGETS = {
+    "report_family_warm": 0.5,
+    "report_all_warm": 1.0,
+    "report_all_cold": 5.0,
+    "extract_env_warm": 0.3,
+    "history_cold": 20.0,
+    "history_warm": 1.0,
+}
+
+GRIFFE_JOB = r'''
+import io, subprocess, sys, tarfile, tempfile
+import griffe
+
+repo, package, old_ref, new_ref = sys.argv[1:5]
+
+def export(ref, dest):
+    listed = subprocess.run(["git", "--git-dir", repo, "ls-tree", "-r", "--name-only", ref, "--", package],
+                            capture_output=True, text=True, check=True).stdout.split()
+    files = [f for f in listed if f.endswith(".py")]
+    data = subprocess.run(["git", "--git-dir", repo, "archive", "--format=tar", ref, "--", *files],
+                          capture_output=True, check=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(dest)
+    return len(files)
+
+with tempfile.TemporaryDirectory() as old_dir, tempfile.TemporaryDirectory() as new_dir:
+    count = export(new_ref, new_dir)
+    export(old_ref, old_dir)
+    old = griffe.load(package, search_paths=[old_dir], allow_inspection=False)
+    new = griffe.load(package, search_paths=[new_dir], allow_inspection=False)
+    breaking = list(griffe.find_breaking_changes(old, new))
+print(count, len(breaking))
+'''
+
+
+@dataclass
+class Case:
+    name: str
+    what: str
+    argv: list[str]
+    cold: bool
+    runs: int
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus)
+
+
+def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall, cpu) seconds of one process; cpu: user + sys of it and its children."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr[-2000:]}")
+    return wall, cpu, done
+
+
+def run_case(case: Case, scratch: Path, code: Path) -> None:
+    base_env = {**os.environ, "PYTHONPATH": str(code) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    warm_cache, warm_tmp = scratch / f"{case.name}-cache", scratch / f"{case.name}-tmp"
+    for directory in (warm_cache, warm_tmp):
+        directory.mkdir()
+    if not case.cold:  # fill the cache once, untimed
+        timed(case.argv + _output(case, scratch / f"{case.name}-prime"), _env(base_env, warm_cache, warm_tmp), code)
+    for number in range(case.runs):
+        if case.cold:
+            cache, tmp = scratch / f"{case.name}-cache-{number}", scratch / f"{case.name}-tmp-{number}"
+            cache.mkdir()
+            tmp.mkdir()
+        else:
+            cache, tmp = warm_cache, warm_tmp
+        wall, cpu, _ = timed(case.argv + _output(case, scratch / f"{case.name}-out-{number}"),
+                             _env(base_env, cache, tmp), code)
+        case.walls.append(wall)
+        case.cpus.append(cpu)
+        if case.cold:
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _env(base: dict, cache: Path, tmp: Path) -> dict:
+    return {**base, "BRAX_DIFF_CACHE_DIR": str(cache), "TMPDIR": str(tmp)}
+
+
+def _output(case: Case, directory: Path) -> list[str]:
+    return ["--output", f"{directory}/", "-q"] if case.argv[1:2] == ["report"] else []
+
+
+def brax_diff_command() -> list[str]:
+    """The installed `brax-diff` (it imports the checkout PYTHONPATH names first)."""
+    found = shutil.which("brax-diff") or shutil.which("brax-diff", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise SystemExit("brax-diff is not installed: pip install -e . in this checkout")
+    return [found]
+
+
+def griffe_case(args, old_ref: str, new_ref: str, runs: int) -> Case:
+    case = Case("griffe", f"griffe: load `brax` at {old_ref} and {new_ref}, find_breaking_changes",
+                [sys.executable, "-c", GRIFFE_JOB, args.brax_repo, "brax", old_ref, new_ref], cold=True, runs=runs)
+    try:
+        import griffe  # noqa: F401
+    except ImportError:
+        case.note = "griffe is not installed (pip install griffe): skipped"
+        return case
+    for _ in range(runs):
+        wall, cpu, done = timed(case.argv, dict(os.environ), ROOT)
+        case.walls.append(wall)
+        case.cpus.append(cpu)
+        modules, breaking = done.stdout.split()
+        case.note = f"{modules} modules at {new_ref}, {breaking} breaking changes found"
+    return case
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def _commit(code: Path) -> str:
+    done = subprocess.run(["git", "-C", str(code), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    return done.stdout.strip()[:72] or "not a git checkout"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--brax-repo", required=True)
+    parser.add_argument("--playground-repo", required=True)
+    parser.add_argument("--slm-repo", required=True)
+    parser.add_argument("--brax", default="main")
+    parser.add_argument("--playground", default="main")
+    parser.add_argument("--slm", default="master")
+    parser.add_argument("--family", default="dm_control")
+    parser.add_argument("--env", default="PendulumSwingup")
+    parser.add_argument("--history", default="v0.12.1..main", help="the Brax range `history` walks (griffe "
+                        "loads its two ends)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs of each warm case (and griffe)")
+    parser.add_argument("--cold-runs", type=int, default=3, help="timed runs of each cold case")
+    parser.add_argument("--only", help="comma-separated case names (report_family_warm, ..., griffe)")
+    parser.add_argument("--code", default=str(ROOT), help="the brax-diff checkout to time (default: this one; "
+                        "another, e.g. a worktree of an older commit, gives the before figures)")
+    args = parser.parse_args()
+    code = Path(args.code).resolve()
+
+    python = brax_diff_command()
+    imported = subprocess.run([sys.executable, "-c", "import brax_diff; print(brax_diff.__file__)"],
+                              env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, capture_output=True, text=True)
+    if not imported.stdout.strip().startswith(str(code)):  # the installed command must run --code's package
+        raise SystemExit(f"PYTHONPATH={code} imports brax_diff from {imported.stdout.strip() or imported.stderr}")
+    repos = ["--brax-repo", args.brax_repo, "--playground-repo", args.playground_repo, "--slm-repo", args.slm_repo]
+    refs = ["--brax", args.brax, "--playground", args.playground, "--slm", args.slm]
+    report = [*python, "report", *repos, *refs]
+    extract = [*python, "extract", "brax", "--brax-repo", args.brax_repo, "--playground-repo", args.playground_repo,
+               "--brax", args.brax, "--playground", args.playground, "--env", args.env]
+    # The Playground is held at its default ref (main): --playground would be a range to walk.
+    history = [*python, "history", *repos, "--brax", args.history, "--family", args.family]
+    cases = [
+        Case("report_family_warm", f"`report --family {args.family}`, warm", report + ["--family", args.family],
+             False, args.runs),
+        Case("report_all_warm", "`report`, all three families, warm", report, False, args.runs),
+        Case("report_family_cold", f"`report --family {args.family}`, cold", report + ["--family", args.family],
+             True, args.cold_runs),
+        Case("report_all_cold", "`report`, all three families, cold", report, True, args.cold_runs),
+        Case("extract_env_warm", f"`extract brax --env {args.env}`, warm", extract, False, args.runs),
+        Case("extract_env_cold", f"`extract brax --env {args.env}`, cold", extract, True, args.cold_runs),
+        Case("history_warm", f"`history --brax {args.history} --family {args.family}`, warm", history, False,
+             args.runs),
+        Case("history_cold", f"`history --brax {args.history} --family {args.family}`, cold", history, True,
+             args.cold_runs),
+    ]
+    wanted = set(args.only.split(",")) if args.only else None
+    old_ref, new_ref = args.history.split("..", 1)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = load()
+    done: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="bench-static-") as scratch:
+        for case in cases:
+            if wanted is None or case.name in wanted:
+                print(f"running {case.name} ({case.runs} runs) ...", file=sys.stderr, flush=True)
+                run_case(case, Path(scratch), code)
+                done.append(case)
+    griffe = None
+    if wanted is None or "griffe" in wanted:
+        print("running griffe ...", file=sys.stderr, flush=True)
+        griffe = griffe_case(args, old_ref, new_ref, args.runs)
+
+    print(f"brax-diff at {code} ({_commit(code)}). Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}; "
+          f"load average {load_before} before, {load()} after (1, 5, 15 min). Median of the runs; CPU is "
+          "user + sys, children included.\n")
+    print("| what | runs | wall (median) | CPU (median) | target | vs griffe (wall) |")
+    print("| --- | ---: | ---: | ---: | --- | ---: |")
+    reference = griffe.wall if griffe is not None and griffe.walls else None
+    for case in done:
+        target = TARGETS.get(case.name)
+        verdict = "" if target is None else f"≤ {target:g} s: {'met' if case.wall <= target else 'NOT met'}"
+        ratio = f"{reference / case.wall:.1f}x faster" if reference and case.wall < reference else (
+            f"{case.wall / reference:.1f}x slower" if reference else "")
+        print(f"| {case.what} | {case.runs} | {case.wall:.2f} s | {case.cpu:.2f} s | {verdict} | {ratio} |")
+    if griffe is not None:
+        if griffe.walls:
+            print(f"| {griffe.what} ({griffe.note}) | {griffe.runs} | {griffe.wall:.2f} s | {griffe.cpu:.2f} s | | 1x |")
+        else:
+            print(f"| {griffe.what} | 0 | {griffe.note} | | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
