@@ -751,9 +751,11 @@ def check_spec_path(spec: str) -> str:
 
 def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *, spec: str,
             sets: dict[str, str] | None, mapping: dict | None, family: str | None, env: str | None,
-            variant: str | None, name: str | None) -> FixInputs:
+            variant: str | None, name: str | None, any_free_name: bool = False) -> FixInputs:
     """Extract both sides of the scope, read the spec, and make the function that reads a
-    spec text with the new variant back (the new variant is mapped like its base)."""
+    spec text with the new variant back (the new variant is mapped like its base).
+    ``any_free_name``: where the default name is taken, the first free ``<variant>_brax<N>``
+    (verify reads the variant back and writes nothing, so its name is only a label)."""
     check_spec_path(spec)
     if env:
         family = brax_extractor.family_of(env)
@@ -768,8 +770,12 @@ def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *,
         raise FixError(f"{spec}: no variant {chosen!r} (choose from: {', '.join(base.variants())})")
     slm_before = base.variant(chosen)
     document = SpecDocument(slm_snapshot.read(spec), spec, sets)
+    taken = set(document.spec_file.variants()) | set(document.top_level())
+    if name is None and any_free_name:
+        name = next(n for n in (f"{chosen}_brax" + (str(i) if i else "") for i in range(len(taken) + 2))
+                    if n not in taken)
     name = name or f"{chosen}_brax"
-    if name in document.spec_file.variants() or name in document.top_level():
+    if name in taken:
         raise FixError(f"{spec} already has {name!r}; choose another --name")
     extended = copy.deepcopy(base.mapping)
     extended.setdefault("variants", {})[name] = copy.deepcopy(

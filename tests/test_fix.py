@@ -292,3 +292,49 @@ def test_env_scope_starts_from_the_variant_mapped_to_that_env(upstreams, capsys)
     assert "+ppo_fx_big_mb_brax:\n" in model["diff"]
     code, _, err = run_fix(upstreams, capsys, "--env", "NoSuchEnv", "--diff")
     assert code == 2 and "'NoSuchEnv' is not a registered Playground environment" in err
+
+
+# -- verify: "this spec, trained" and "these settings, trained" are one run ----------------------
+
+
+def verify_plan(paths, capsys, *args) -> dict:
+    code = main(["verify", "--plan", "--brax-repo", str(paths["brax"]), "--playground-repo", str(paths["playground"]),
+                 "--slm-repo", str(paths["slm"]), "--set", "max_frame=1000000", "--format", "json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def arm_settings(plan: dict, arm: str) -> dict:
+    settings = [r["settings"] for r in plan["runs"] if r["arm"] == arm]
+    assert settings and all(s == settings[0] for s in settings)  # every seed trains the same settings
+    return settings[0]
+
+
+@pytest.mark.parametrize("scope", [[], ["--keys", "discount,value_loss_coef"]])
+def test_verify_all_fixes_is_the_variant_fix_writes_for_the_same_scope(fresh, capsys, scope):
+    plan = verify_plan(fresh, capsys, "--variant", "ppo_fx", *scope)
+    assert plan["all_fixes"] == {"from": "spec", "variants": {"CartpoleBalance": "ppo_fx_brax"}}
+    code, _, err = run_fix(fresh, capsys, "--env", "CartpoleBalance", "--in-place", "--quiet", *scope)
+    assert code == 0, err
+    written = verify_plan(fresh, capsys, "--slm", "WORKTREE", "--slm-variant", "ppo_fx_brax")
+    assert arm_settings(plan, "all_fixes") == arm_settings(written, "baseline")
+    assert arm_settings(plan, "all_fixes") != arm_settings(plan, "baseline")
+    if scope:  # only the two keys move; a difference outside the scope stays at SLM-Lab's value
+        assert arm_settings(plan, "all_fixes") == {**arm_settings(plan, "baseline"), "discount": 0.99,
+                                                   "value_loss_coef": 0.25}
+    else:
+        assert arm_settings(plan, "all_fixes")["unroll_length"] == 128  # time_horizon 120, rounded by the guard
+        ablations = {a["key"]: a for a in plan["ablations"]}
+        assert ablations["bootstrap_on_timeout"]["action"] == "not_in_spec"
+        assert ablations["unroll_length"]["action"] == "variant"
+        assert ablations["unroll_length"]["reason"] == "the written variant sets 128"
+
+
+def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
+    plan = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--all-fixes", "settings")
+    assert plan["all_fixes"] == {"from": "settings"}
+    fixes = arm_settings(plan, "all_fixes")
+    assert (fixes["unroll_length"], fixes["unrolls_per_update"], fixes["bootstrap_on_timeout"]) == (30, 4, False)
+    code = main(["verify", "--plan", "--all-fixes", "sideways", "--variant", "ppo_fx", *repo_flags(fresh)[:6]])
+    assert code == 2 and "--all-fixes must be spec or settings" in capsys.readouterr().err
