@@ -909,34 +909,10 @@ def render_explain(model: dict) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-# --------------------------------------------------------------------------------------
-# The same thing trained: the written variant against verify's all_fixes arm
-# --------------------------------------------------------------------------------------
-
-
-def all_fixes_gap(brax: Extraction, slm_before: Extraction, slm_written: Extraction, env: str = "env",
-                  **plan_options: Any) -> dict[str, tuple[Any, Any]]:
-    """Trainer setting -> (verify's all_fixes arm, the written variant's baseline) for every
-    setting where they differ: what "these settings, trained" has and "this spec, trained"
-    cannot (a code-change key, or one a spec fix moves elsewhere)."""
-    from .verify.plan import ALL_FIXES, BASELINE, build_plan
-
-    options = {"seeds": 1, "budget": 1, "evals": 1, "reference": False, "arms": ("gap",), **plan_options}
-    fixes = build_plan({env: brax}, {env: slm_before}, envs=[env], **options)
-    written = build_plan({env: brax}, {env: slm_written}, envs=[env], **options)
-    arm = next(r.settings for r in fixes.runs if r.arm == ALL_FIXES)
-    base = next(r.settings for r in written.runs if r.arm == BASELINE)
-    return {k: (arm[k], base[k]) for k in sorted(arm) if not _same_setting(arm[k], base[k])}
-
-
-def _same_setting(a: Any, b: Any) -> bool:
-    return values_equal(list(a) if isinstance(a, tuple) else a, list(b) if isinstance(b, tuple) else b)
-
-
 def render_json(model: dict) -> str:
     return dumps(model)
 
 
 __all__ = ["FixScope", "FixError", "OverlaySnapshot", "Solution", "choose_scope", "solve", "residual",
-           "options_for", "explain", "explain_model", "render_residual", "render_explain", "unified_diff", "all_fixes_gap",
+           "options_for", "explain", "explain_model", "render_residual", "render_explain", "unified_diff",
            "render_json", "Edit"]

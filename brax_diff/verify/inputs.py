@@ -80,6 +80,7 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     from extractors.brax import BraxExtractor
     from extractors.slm import SlmExtractor
 
+    from ..errors import FixError
     from ..fix import choose_scope, prepare
     from ..rules import load_rules
     from ..sources import Repository
@@ -94,5 +95,9 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     for env in envs:
         inputs = prepare(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets, mapping=None,
                          family=None, env=env, variant=variant, name=None, any_free_name=True)
-        fixed[env] = inputs.solve(table, choose_scope(inputs.before(table), table, keys=keys)).slm_after
+        try:
+            scope = choose_scope(inputs.before(table), table, keys=keys)
+        except FixError as exc:
+            raise FixError(f"{exc} (--all-fixes settings moves it in the trainer instead)") from None
+        fixed[env] = inputs.solve(table, scope).slm_after
     return fixed
