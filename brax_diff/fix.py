@@ -517,9 +517,11 @@ def _code_lines(fact: Fact | None, spec_path: str) -> list[Provenance]:
 
 
 def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extraction | None = None,
-             table: RuleTable | None = None) -> dict:
+             table: RuleTable | None = None, read_from: str | None = None) -> dict:
     """The residual report's model (JSON-native). ``slm_after`` (with ``brax`` and ``table``):
-    the variant as read back from where it was written, instead of the solver's last reading."""
+    the variant as read back from where it was written, instead of the solver's last reading.
+    ``read_from`` says where the SLM-Lab spec was read back from when it is not the work tree
+    (a copy written by --output, or the text in memory of a dry run)."""
     after, slm = solution.after, solution.slm_after
     if slm_after is not None:
         after, slm = _classified(brax, slm_after, table), slm_after
@@ -548,7 +550,7 @@ def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extr
         "base_variant": solution.base_variant,
         "scope": {**{k: v for k, v in sorted(solution.context.items()) if k != "sources"},
                   "fixes": solution.scope.label},
-        "sources": _read_sources(solution.context.get("sources", []), slm),
+        "sources": _read_sources(solution.context.get("sources", []), slm, read_from),
         "written": written,
         "matched": matched,
         "residual": groups,
@@ -559,10 +561,11 @@ def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extr
     }
 
 
-def _read_sources(sources: list[dict], slm: Extraction) -> list[dict]:
+def _read_sources(sources: list[dict], slm: Extraction, read_from: str | None = None) -> list[dict]:
     """The sources, SLM-Lab's as the variant was read back (a work tree lists the files it changed)."""
     read = slm.sources.get("slm")
-    return [{**s, **read.to_json()} if s["name"] == "slm" and read is not None else s for s in sources]
+    out = [{**s, **read.to_json()} if s["name"] == "slm" and read is not None else s for s in sources]
+    return [{**s, "read_from": read_from} if s["name"] == "slm" and read_from else s for s in out]
 
 
 def _residual_row(c: Classified, old: Classified | None, solution: Solution,
@@ -817,7 +820,9 @@ def _sources_line(sources: list[dict]) -> str:
         ref = s.get("ref") or ""
         text = f"{s['title']} {ref} ({s['commit'][:7]})" if ref and not s["commit"].startswith(ref) else \
             f"{s['title']} {s['commit'][:7]}"
-        if s.get("uncommitted"):
+        if s.get("read_from"):
+            text += f", its {', '.join(s.get('uncommitted') or ['spec'])} read back from {s['read_from']}"
+        elif s.get("uncommitted"):
             text += " with uncommitted " + ", ".join(s["uncommitted"])
         parts.append(text)
     return "; ".join(parts)

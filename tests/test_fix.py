@@ -118,16 +118,23 @@ def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upst
 
 
 def test_markdown_residual_and_the_same_bytes_every_time(upstreams, capsys, tmp_path):
-    first = run_fix(upstreams, capsys, "--family", "dm_control", "--output", str(tmp_path / "a.yaml"), "--quiet")
-    second = run_fix(upstreams, capsys, "--family", "dm_control", "--output", str(tmp_path / "b.yaml"), "--quiet")
+    target = tmp_path / "a.yaml"
+    first = run_fix(upstreams, capsys, "--family", "dm_control", "--output", str(target), "--quiet")
+    written = target.read_bytes()
+    second = run_fix(upstreams, capsys, "--family", "dm_control", "--output", str(target), "--quiet")
     assert first[0] == second[0] == 0
     assert first[1] == second[1]
-    assert (tmp_path / "a.yaml").read_bytes() == (tmp_path / "b.yaml").read_bytes()
+    assert target.read_bytes() == written
     md = first[1]
     assert md.startswith("# brax-diff fix: ppo_fx_brax (ppo_fx with every fix the spec can express), dm_control\n")
     assert "## Written: 15 spec key(s); 19 difference(s) now match Brax" in md
     assert "### Needs a code change (9)" in md and "### Introduced by a fix (4)" in md
     assert "| `gae_horizon` | `30` | `16` → `128` | `agent.algorithm.time_horizon`" in md
+    assert f"SLM-Lab HEAD ({first_sha(upstreams)}), its {SPEC_PATH} read back from {tmp_path / 'a.yaml'}\n" in md
+
+
+def first_sha(paths) -> str:
+    return _git(paths["slm"], "rev-parse", "--short=7", "HEAD")
 
 
 def test_diff_is_a_dry_run_of_the_same_text(upstreams, capsys, tmp_path):

@@ -118,7 +118,8 @@ def fix_command(
             return
         if diff:  # JSON carries the diff inside, so stdout stays one document
             patch = unified_diff(inputs.document.text, solution.text, settings.spec)
-            model = {**residual(solution), "diff": patch} if fmt == "json" else residual(solution)
+            model = residual(solution, read_from="memory (a dry run)")
+            model = {**model, "diff": patch} if fmt == "json" else model
             if fmt != "json":
                 sys.stdout.write(patch + "\n")
         else:
@@ -130,7 +131,7 @@ def fix_command(
                 written = inputs.reextract(snapshots["slm"].repository.resolve(WORKTREE), None)
             else:
                 written = inputs.reextract(snapshots["slm"], read_text(path, "written spec"))
-            model = residual(solution, written, inputs.brax, table)
+            model = residual(solution, written, inputs.brax, table, read_from=None if target is not None else str(path))
     sys.stdout.write(render_json(model) if fmt == "json" else render_residual(model))
     if target is not None:
         story.say(f"train it: brax-diff verify --slm WORKTREE --spec {settings.spec} --slm-variant {inputs.name}")
