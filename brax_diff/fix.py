@@ -800,6 +800,21 @@ def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *,
                      header, reextract)
 
 
+def written_variant(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *, spec: str,
+                    sets: dict[str, str] | None, mapping: dict | None, env: str, variant: str | None,
+                    keys: list[str] | None, table: RuleTable) -> Extraction:
+    """The variant ``fix`` writes for ``env``'s variant and the fixes of ``keys`` (None: every
+    fix the spec can express), read back from the text in memory: what verify's all_fixes arm
+    trains (``verify`` and ``report --verify`` both ask here). Nothing is written."""
+    inputs = prepare(brax_extractor, slm_extractor_class, slm_snapshot, spec=spec, sets=sets, mapping=mapping,
+                     family=None, env=env, variant=variant, name=None, any_free_name=True)
+    try:
+        scope = choose_scope(inputs.before(table), table, keys=keys)
+    except FixError as exc:
+        raise FixError(f"{exc} (--all-fixes settings moves it in the trainer instead)") from None
+    return inputs.solve(table, scope).slm_after
+
+
 # --------------------------------------------------------------------------------------
 # Rendering (Markdown, so docs can quote it) and the unified diff
 # --------------------------------------------------------------------------------------
@@ -919,5 +934,5 @@ def render_json(model: dict) -> str:
 
 
 __all__ = ["FixScope", "FixError", "OverlaySnapshot", "Solution", "choose_scope", "solve", "residual",
-           "options_for", "explain", "explain_model", "render_residual", "render_explain", "unified_diff",
+           "options_for", "explain", "explain_model", "written_variant", "render_residual", "render_explain", "unified_diff",
            "render_json", "Edit"]

@@ -345,3 +345,31 @@ def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
     assert (fixes["unroll_length"], fixes["unrolls_per_update"], fixes["bootstrap_on_timeout"]) == (30, 4, False)
     code = main(["verify", "--plan", "--all-fixes", "sideways", "--variant", "ppo_fx", *repo_flags(fresh)[:6]])
     assert code == 2 and "--all-fixes must be spec or settings" in capsys.readouterr().err
+
+
+def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatch, tmp_path):
+    """`report --verify` plans as `verify` does: all_fixes is the variant `fix` writes."""
+    import brax_diff.verify as verify_package
+    import brax_diff.verify.runner as runner
+    from brax_diff.cli.report import _run_verify
+    from brax_diff.config import load_settings
+    from brax_diff.render import Scope
+
+    planned = []
+    monkeypatch.setattr(verify_package, "training_stack_missing", lambda: None)
+    monkeypatch.setattr(runner, "pick_device", lambda: "cpu")  # the cpu preset, as on this machine
+    monkeypatch.setattr(verify_package, "run_plan", lambda plan, *args, **kwargs: planned.append(plan) or
+                        type("Result", (), {"to_json": lambda self: {}})())
+    settings = load_settings(brax_repo=str(fresh["brax"]), playground_repo=str(fresh["playground"]),
+                             slm_repo=str(fresh["slm"]), slm_ref="HEAD")
+    brax_x = BraxExtractor(Repository(fresh["brax"], "brax").resolve("HEAD"),
+                           Repository(fresh["playground"], "playground").resolve("HEAD"))
+    sets = {"max_frame": "1000000"}
+    slm_x = SlmExtractor(Repository(fresh["slm"], "slm").resolve("HEAD"), spec=SPEC_PATH, sets=sets)
+    _run_verify(brax_x, slm_x, Scope(family="dm_control", env="CartpoleBalance"), "ppo_fx", settings,
+                tmp_path / "verify", sets)
+    plan, = planned
+    assert plan.fixed_variants == {"CartpoleBalance": "ppo_fx_brax"}
+    cli = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--preset", "cpu")
+    assert next(r.settings for r in plan.runs if r.arm == "all_fixes") == arm_settings(cli, "all_fixes")
+    assert arm_settings(cli, "all_fixes")["bootstrap_on_timeout"] is True  # a code change: the spec keeps it

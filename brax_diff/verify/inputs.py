@@ -80,8 +80,7 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     from extractors.brax import BraxExtractor
     from extractors.slm import SlmExtractor
 
-    from ..errors import FixError
-    from ..fix import choose_scope, prepare
+    from ..fix import written_variant
     from ..rules import load_rules
     from ..sources import Repository
 
@@ -91,13 +90,5 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
         Repository(settings.playground_repo, "playground", cache_root=cache_root).resolve(settings.playground_ref))
     slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
     table = load_rules(settings.rules)
-    fixed: dict[str, Extraction] = {}
-    for env in envs:
-        inputs = prepare(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets, mapping=None,
-                         family=None, env=env, variant=variant, name=None, any_free_name=True)
-        try:
-            scope = choose_scope(inputs.before(table), table, keys=keys)
-        except FixError as exc:
-            raise FixError(f"{exc} (--all-fixes settings moves it in the trainer instead)") from None
-        fixed[env] = inputs.solve(table, scope).slm_after
-    return fixed
+    return {env: written_variant(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets,
+                                 mapping=None, env=env, variant=variant, keys=keys, table=table) for env in envs}
