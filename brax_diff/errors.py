@@ -26,3 +26,7 @@ class SpecError(BraxDiffError):
 
 class ConfigError(BraxDiffError):
     """A bad brax-diff configuration value (config file, rules file, mapping file)."""
+
+
+class FixError(BraxDiffError):
+    """Bad input to `brax-diff fix`: one line, exit 2, nothing written."""

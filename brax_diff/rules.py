@@ -54,7 +54,9 @@ SHIPPED_RULES = Path(__file__).parent / "data" / "rules.yaml"
 _CODE = re.compile(r"^[A-Z]{2,4}\d{3}$")
 _SPEC_IN_NOTE = re.compile(r"spec:\s*([A-Za-z_][\w.\[\]-]*)")
 _RULE_FIELDS = {"code", "name", "topic", "keys", "severity", "rationale", "fix", "risk", "references", "disabled"}
-_FIX_FIELDS = {"spec", "default_spec", "value", "text"}
+_FIX_FIELDS = {"spec", "default_spec", "value", "text", "name", "alternatives"}
+_ALTERNATIVE_FIELDS = {"name", "set", "text"}
+_OPTION_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def severity_rank(severity: str | None) -> int:
@@ -317,13 +319,27 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class FixAlternative:
+    """Another way to the same fix (``brax-diff fix --alternative NAME``): spec keys set
+    together, each value a template like ``FixTemplate.value``."""
+
+    name: str
+    set: tuple[tuple[str, str], ...]  # (spec key, value template), in the file's order
+    text: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "set": dict(self.set), "text": self.text}
+
+
+@dataclass(frozen=True)
 class FixTemplate:
     """How to fix a difference in SLM-Lab.
 
     ``spec`` names the spec key to set, always; when absent, the SLM-Lab fact's note
     (``spec: agent.algorithm.gamma``) names it, else ``default_spec``. ``value`` and
     ``text`` are Jinja templates run in the sandbox with ``brax``, ``slm`` (this key's
-    values), ``key``, and ``values`` (every compared key -> {brax, slm}).
+    values), ``key``, and ``values`` (every compared key -> {brax, slm}). ``name`` names
+    this way of fixing when ``alternatives`` offer others.
     """
 
     spec: str | None = None
@@ -331,9 +347,16 @@ class FixTemplate:
     value: str | None = None
     text: str = ""
     origin: str = field(default="", compare=False)  # "rules file F (line N): rule BD001: fix", for errors
+    name: str | None = None
+    alternatives: tuple[FixAlternative, ...] = ()
 
     def to_json(self) -> dict:
-        return {"spec": self.spec, "default_spec": self.default_spec, "value": self.value, "text": self.text}
+        out = {"spec": self.spec, "default_spec": self.default_spec, "value": self.value, "text": self.text}
+        if self.name:  # only rules that offer alternatives have these: the others' JSON is unchanged
+            out["name"] = self.name
+        if self.alternatives:
+            out["alternatives"] = [a.to_json() for a in self.alternatives]
+        return out
 
 
 @dataclass(frozen=True)
@@ -522,9 +545,13 @@ def build_rule(raw: dict, references: dict[str, Reference], where: str, place: s
     for name in ("spec", "default_spec", "value"):
         if fix_raw.get(name) is not None and not isinstance(fix_raw[name], str):
             raise ConfigError(f"{where}: fix.{name} must be a string")
+    name = fix_raw.get("name")
+    if name is not None and not (isinstance(name, str) and _OPTION_NAME.match(name)):
+        raise ConfigError(f"{where}: fix.name must be a lower-case name like more-envs, got {name!r}")
     fix = FixTemplate(spec=fix_raw.get("spec"), default_spec=fix_raw.get("default_spec"),
                       value=fix_raw.get("value"), text=_text(fix_raw, "text", f"{where}: fix"),
-                      origin=f"{place or where.split(': rule ')[0]}: rule {code}: fix")
+                      origin=f"{place or where.split(': rule ')[0]}: rule {code}: fix", name=name,
+                      alternatives=_build_alternatives(fix_raw.get("alternatives"), name, f"{where}: fix"))
     _compile_template(fix.value, f"{where}: fix.value")
     _compile_template(fix.text, f"{where}: fix.text")
     risk_raw = raw.get("risk")
@@ -539,6 +566,33 @@ def build_rule(raw: dict, references: dict[str, Reference], where: str, place: s
             raise ConfigError(f"{where}: unknown reference {ref!r} (known: {', '.join(sorted(references))})")
     return Rule(code=code, name=_text(raw, "name", where), topic=topic, keys=tuple(keys), cases=tuple(cases),
                 rationale=_text(raw, "rationale", where), fix=fix, risk=risk, references=tuple(refs))
+
+
+def _build_alternatives(raw: Any, fix_name: str | None, where: str) -> tuple[FixAlternative, ...]:
+    """``fix.alternatives``: a list of {name, set: {SPEC_KEY: TEMPLATE}, text}; names unique."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: `alternatives` must be a non-empty list of {{name, set, text}}")
+    if fix_name is None:
+        raise ConfigError(f"{where}: a fix with alternatives needs a `name` of its own")
+    out, seen = [], {fix_name}
+    for i, item in enumerate(raw):
+        at = f"{where}.alternatives[{i}]"
+        if not isinstance(item, dict) or set(item) != _ALTERNATIVE_FIELDS:
+            raise ConfigError(f"{at}: an alternative is {{name, set, text}}, got {item!r}")
+        name = item["name"]
+        if not (isinstance(name, str) and _OPTION_NAME.match(name)) or name in seen:
+            raise ConfigError(f"{at}: name {name!r} must be a lower-case name, unique within the rule")
+        seen.add(name)
+        sets = item["set"]
+        if not isinstance(sets, dict) or not sets or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in sets.items()):
+            raise ConfigError(f"{at}: `set` must map spec keys to value templates (strings)")
+        for key, source in sets.items():
+            _compile_template(source, f"{at}.set.{key}")
+        out.append(FixAlternative(name, tuple(sets.items()), _text(item, "text", at)))
+    return tuple(out)
 
 
 def _build_references(raw: dict, origin: str) -> dict[str, Reference]:
@@ -670,10 +724,11 @@ def _spec_in_note(note: str | None) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def _render(template: FixTemplate, field_name: str, variables: dict) -> str:
-    """One field of a fix rendered in the sandbox; a limit that trips names the rule and its line."""
+def _render(template: FixTemplate, field_name: str, variables: dict, source: str | None = None) -> str:
+    """One field of a fix (or ``source``, one of its alternatives' templates) rendered in the
+    sandbox; a limit that trips names the rule and its line."""
     try:
-        return render_bounded(_TEMPLATES, getattr(template, field_name), variables)
+        return render_bounded(_TEMPLATES, getattr(template, field_name) if source is None else source, variables)
     except TemplateLimit as exc:
         raise TemplateLimit(f"{template.origin}.{field_name}: {exc}") from None
 
@@ -689,18 +744,23 @@ def _parse_value(text: str, origin: str) -> Any:
         return load_yaml(text, origin)
 
 
-def render_fix(template: FixTemplate, ctx: Context) -> Fix:
-    """The fix for one difference; a value template that cannot be filled (a side's value
-    is missing) leaves the value out rather than guessing."""
+def _variables(ctx: Context, spec: str | None) -> dict:
     d = ctx.difference
-    spec = template.spec or _spec_in_note(d.slm.note if d.slm else None) or template.default_spec
-    variables = {
+    return {
         "key": d.key,
         "brax": d.brax_value,
         "slm": d.slm_value,
         "spec": spec,
         "values": {k: {"brax": o.brax_value, "slm": o.slm_value} for k, o in ctx.by_key.items()},
     }
+
+
+def render_fix(template: FixTemplate, ctx: Context) -> Fix:
+    """The fix for one difference; a value template that cannot be filled (a side's value
+    is missing) leaves the value out rather than guessing."""
+    d = ctx.difference
+    spec = template.spec or _spec_in_note(d.slm.note if d.slm else None) or template.default_spec
+    variables = _variables(ctx, spec)
     value, has_value = None, False
     if template.value is not None:
         try:
@@ -713,6 +773,23 @@ def render_fix(template: FixTemplate, ctx: Context) -> Fix:
     except (TemplateError, TypeError, ValueError, ArithmeticError):
         text = template.text
     return Fix(spec=spec, value=value, text=text, has_value=has_value)
+
+
+def render_alternative(template: FixTemplate, alternative: FixAlternative, ctx: Context
+                       ) -> list[tuple[str, Any]] | None:
+    """The (spec key, value) pairs of one alternative for one difference; None when a value
+    cannot be filled (as ``render_fix`` leaves a value out)."""
+    variables = _variables(ctx, None)
+    out = []
+    for spec, source in alternative.set:
+        try:
+            rendered = _render(template, f"alternatives.{alternative.name}.set.{spec}", variables, source)
+            if rendered == "":
+                return None
+            out.append((spec, _parse_value(rendered, f"{template.origin}.alternatives.{alternative.name} (rendered)")))
+        except (TemplateError, TypeError, ValueError, ZeroDivisionError, ArithmeticError, yaml.YAMLError):
+            return None
+    return out
 
 
 def classify(differences: Iterable[Difference], table: RuleTable) -> list[Classified]:
@@ -752,6 +829,7 @@ def recommended_order(classified: Iterable[Classified]) -> list[Classified]:
 
 
 __all__ = [
-    "SEVERITIES", "RISK_LEVELS", "Classified", "Fix", "Rule", "RuleTable", "classify", "load_rules",
-    "recommended_order", "at_or_above", "severity_rank", "compile_predicate",
+    "SEVERITIES", "RISK_LEVELS", "Classified", "Fix", "FixAlternative", "Rule", "RuleTable", "classify",
+    "load_rules", "recommended_order", "at_or_above", "severity_rank", "compile_predicate", "render_alternative",
+    "Context",
 ]

@@ -17,9 +17,11 @@ from .errors import BraxDiffError
 
 GAP_ROWS = (
     ("baseline_vs_reference", "SLM-Lab's settings (baseline) vs Brax's trainer (reference)"),
-    ("all_fixes_vs_reference", "every expressible fix (all_fixes) vs Brax's trainer (reference)"),
-    ("all_fixes_vs_baseline", "every expressible fix (all_fixes) vs SLM-Lab's settings (baseline)"),
+    ("all_fixes_vs_reference", "{fixes} (all_fixes) vs Brax's trainer (reference)"),
+    ("all_fixes_vs_baseline", "{fixes} (all_fixes) vs SLM-Lab's settings (baseline)"),
 )
+# What all_fixes trained (plan.all_fixes.from; a verify.json without it predates the spec arm)
+ALL_FIXES_TITLES = {"settings": "every expressible fix", "spec": "the spec variant `brax-diff fix` writes"}
 
 
 def check_result(data: Any, origin: str) -> dict:
@@ -139,6 +141,8 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
         return {str(k): v for k, v in value.items() if isinstance(v, (str, int, float, bool))} if isinstance(
             value, dict) else {}
 
+    all_fixes = plan.get("all_fixes") if isinstance(plan.get("all_fixes"), dict) else {}
+    all_fixes_from = all_fixes.get("from") if all_fixes.get("from") in ALL_FIXES_TITLES else "settings"
     throughput = {}
     for trainer, figures in (result.get("throughput") or {}).items():
         if isinstance(figures, dict) and _number(figures.get("env_steps_per_s")):
@@ -163,7 +167,9 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
                                 and a.get("action") == "variant"}) if isinstance(plan.get("ablations"), list) else None,
         },
         "gap": gap,
-        "gap_rows": [{"name": name, "title": title} for name, title in GAP_ROWS if name in gap],
+        "gap_rows": [{"name": name, "title": title.format(fixes=ALL_FIXES_TITLES[all_fixes_from])}
+                     for name, title in GAP_ROWS if name in gap],
+        "all_fixes_from": all_fixes_from,
         "gap_plots": gap_plots,
         "leave_one_out": loo,
         "keys": dict(sorted(keys.items())),

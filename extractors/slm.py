@@ -918,15 +918,21 @@ class _VariantFacts:
                 final, at, final_note = self.setting("agent.net.lr_scheduler_spec.min_factor", keys["min_factor"])
                 final_at = [at, branch_at]
             linear = "max(" in branch.value and "1 - x" in branch.value
-            self.add("lr_schedule", "linear_decay" if linear else "other", [name_at, branch_at],
+            # A linear decay to a final factor of 1 (LinearToMin, min_factor 1.0) never moves.
+            constant = linear and _is_one(final)
+            self.add("lr_schedule", "constant" if constant else "linear_decay" if linear else "other",
+                     [name_at, branch_at] + (final_at if constant else []),
                      f"spec: agent.net.lr_scheduler_spec.name; {name}: LambdaLR stepped once per update, "
-                     "over frame / (training_frequency x num_envs) updates")
+                     "over frame / (training_frequency x num_envs) updates"
+                     + ("; it decays to a final factor of 1, so the rate stays constant" if constant else ""))
             if final is not None:
                 self.add("lr_final_factor", float(final), final_at, final_note)
             else:
                 self.unknown("lr_final_factor", f"the {name} branch of get_lr_scheduler has no final factor the "
                                                 "extractor reads", final_at)
-            if linear and "frame" in keys:
+            if constant:
+                self.add("lr_decay_steps", None, final_at, f"{final_note}; constant (final factor 1)")
+            elif linear and "frame" in keys:
                 self._lr_decay_steps(keys["frame"], branch_at)
             else:
                 self.unknown("lr_decay_steps", f"the {name} branch of get_lr_scheduler reads no frame the "
@@ -948,6 +954,16 @@ class _VariantFacts:
         self.out.add(Fact("lr_schedule", None, (name_at, fallback), "spec: agent.net.lr_scheduler_spec.name",
                           name, unknown=f"lr_schedule: {why}"))
         self.unknown("lr_final_factor", why, (name_at, fallback))
+
+
+def _is_one(value: Any) -> bool:
+    """A spec number (``1``, ``1.0``, ``"1.0"``) equal to 1."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(value) == 1.0
+    except (TypeError, ValueError):
+        return False
 
 
 def _lr_decay_horizon(value: Any) -> int | None:

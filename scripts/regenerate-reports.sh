@@ -16,7 +16,7 @@ repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo 
 # The seed-era verification (CartpoleBalance, a DM Control environment) is made by the CPU
 # preset (docs/verify.md; about 25 minutes on 2 cores):
 #   brax-diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-#     --preset cpu --set max_frame=100000000 --output reports/phase5-seed/verify
+#     --preset cpu --all-fixes settings --set max_frame=100000000 --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
 for family in dm_control locomotion manipulation; do

@@ -37,6 +37,7 @@ def test_version(capsys):
 @pytest.mark.parametrize("command, sides", [
     (("report",), ("brax", "playground", "slm")),
     (("verify",), ("brax", "playground", "slm")),
+    (("fix",), ("brax", "playground", "slm")),
     (("extract", "brax"), ("brax", "playground")),
     (("extract", "slm"), ("slm",)),
 ])
@@ -49,7 +50,7 @@ def test_repositories_and_refs_have_one_name_everywhere(command, sides):
         options("extract", "brax")  # the old spellings still work
 
 
-@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["rules"], ["extract", "brax"],
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
                                      ["extract", "slm"], []])
 def test_help_shows_plain_flags_without_a_type(command, capsys):
     assert main([*command, "--help"]) == 0

@@ -322,6 +322,21 @@ def test_scheduler_defined_gives_linear_decay_to_min_factor(slm_repo):
     assert not [f for f in extraction.findings if f.severity == "ERROR"]
 
 
+def test_linear_decay_to_a_final_factor_of_one_is_constant(tmp_path):
+    """LinearToMin with min_factor 1.0 (SLM-Lab's own way to a constant rate, and what
+    `brax-diff fix` writes for BD020) never moves: constant, not linear_decay."""
+    spec = fx.SPEC.replace("    min_factor: 0.05", "    min_factor: 1.0")
+    assert spec != fx.SPEC
+    path = tmp_path / "SLM-Lab"
+    sha, = make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    facts = SlmExtractor(Repository(path, "slm").resolve(sha), sets=SETS).variant("ppo_fx").facts
+    assert facts["lr_schedule"].value == "constant"
+    assert "final factor of 1" in facts["lr_schedule"].note
+    assert facts["lr_final_factor"].value == 1.0
+    assert facts["lr_decay_steps"].value is None and not facts["lr_decay_steps"].is_unknown
+    assert ("ppo_playground.yaml", fx.line_of(spec, "min_factor: 1.0")) in lines(facts["lr_schedule"])
+
+
 def test_scheduler_the_code_lacks_is_an_error_with_both_lines(slm_repo):
     extraction = extractor(slm_repo, 1).variant("ppo_fx")
     errors = [f for f in extraction.findings if f.severity == "ERROR"]

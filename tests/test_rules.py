@@ -320,3 +320,61 @@ def test_the_shipped_templates_still_render_in_the_bounded_sandbox():
     assert fixes["unrolls_per_update"].value == 480  # transitions_per_update.brax // num_envs.slm
     assert fixes["action_distribution"].value == "NormalTanh"  # a dict literal's .get()
     assert fixes["max_grad_norm"].text.endswith("(not at all).")
+
+
+# -- a fix's alternatives (brax-diff fix --alternative) -----------------------------------
+
+
+def test_batch_rule_offers_more_envs_as_an_alternative_to_a_longer_horizon():
+    from brax_diff.rules import render_alternative
+
+    table = load_rules()
+    fix = table.get("BD001").fix
+    assert fix.name == "longer-horizon"
+    assert [a.name for a in fix.alternatives] == ["more-envs"]
+    c = classified()
+    # the rule's own fix: Brax's 983,040 transitions at SLM-Lab's 2048 envs
+    assert (c["transitions_per_update"].fix.spec, c["transitions_per_update"].fix.value) == \
+        ("agent.algorithm.time_horizon", 480)
+    diffs = compare(brax_extraction(), slm_extraction())
+    by_key = {d.key: d for d in diffs}
+    pairs = render_alternative(fix, fix.alternatives[0], Context(by_key["transitions_per_update"], by_key))
+    assert pairs == [("env.num_envs", 32768), ("agent.algorithm.time_horizon", 30)]
+    # a side's value missing: the alternative has no values, as render_fix leaves a value out
+    diffs = compare(brax_extraction(drop=("unroll_length",)), slm_extraction())
+    by_key = {d.key: d for d in diffs}
+    assert render_alternative(fix, fix.alternatives[0], Context(by_key["transitions_per_update"], by_key)) is None
+
+
+def test_alternatives_are_in_the_rules_json_and_markdown():
+    table = load_rules()
+    rule = next(r for r in table.to_json()["rules"] if r["code"] == "BD001")
+    assert rule["fix"]["name"] == "longer-horizon"
+    assert rule["fix"]["alternatives"][0]["set"] == {
+        "env.num_envs": "{{ values.transitions_per_update.brax // values.unroll_length.brax }}",
+        "agent.algorithm.time_horizon": "{{ values.unroll_length.brax }}"}
+    other = next(r for r in table.to_json()["rules"] if r["code"] == "BD015")
+    assert "name" not in other["fix"] and "alternatives" not in other["fix"]  # the others' JSON is unchanged
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "rules.md").read_text(encoding="utf-8")
+    assert "Alternative `more-envs` (`brax-diff fix --alternative more-envs`" in docs
+
+
+@pytest.mark.parametrize("fix, message", [
+    ("{text: x, alternatives: [{name: a, set: {env.num_envs: '1'}, text: y}]}", "needs a `name` of its own"),
+    ("{name: one, text: x, alternatives: []}", "must be a non-empty list"),
+    ("{name: one, text: x, alternatives: [{name: one, set: {env.num_envs: '1'}, text: y}]}",
+     "unique within the rule"),
+    ("{name: one, text: x, alternatives: [{name: Two, set: {env.num_envs: '1'}, text: y}]}",
+     "must be a lower-case name"),
+    ("{name: one, text: x, alternatives: [{name: two, set: {env.num_envs: 1}, text: y}]}",
+     "`set` must map spec keys to value templates"),
+    ("{name: one, text: x, alternatives: [{name: two, set: {env.num_envs: '1'}}]}", "an alternative is {name, set, text}"),
+    ("{name: one, text: x, alternatives: [{name: two, set: {env.num_envs: '{{ brax '}, text: y}]}", "bad template"),
+    ("{name: One, text: x}", "fix.name must be a lower-case name"),
+])
+def test_malformed_alternatives_are_one_line_config_errors(tmp_path, fix, message):
+    path = write_rules(tmp_path, f"rules:\n  - code: BD003\n    fix: {fix}\n")
+    with pytest.raises(ConfigError) as info:
+        load_rules(path)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)

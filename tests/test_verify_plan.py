@@ -367,3 +367,28 @@ def test_verify_needs_the_real_runs_length_and_takes_it_as_a_spec_variable(fixtu
     assert data["spec_sets"] == {"max_frame": "2000000"}
     assert main(["verify", "--plan", *fixture_repos, "--set", "maxframe=1"]) == 2
     assert "has no ${maxframe} placeholder" in capsys.readouterr().err
+
+
+def test_all_fixes_of_a_written_variant_is_that_variant_trained_and_loo_undoes_one_of_its_moves():
+    """`fixed` is the SLM-Lab variant `brax-diff fix` writes, read back: all_fixes trains its
+    settings exactly (the baseline a plan of that variant has), not Brax's values."""
+    brax, slm = pair()
+    # the spec can set the clip range and a longer horizon (Brax's batch, 1 x 20), not 2 unrolls
+    written = extraction("slm", dict(SLM_VALUES, clip_epsilon=0.3, unroll_length=20, transitions_per_update=320))
+    written.scope["variant"] = "ppo_fx_brax"
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap", "loo"), fixed=written)
+    runs = {r.arm: r.settings for r in plan.runs}
+    alone = build_plan(brax, written, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap",))
+    assert runs["all_fixes"] == {r.arm: r.settings for r in alone.runs}["baseline"]
+    assert (runs["all_fixes"]["unroll_length"], runs["all_fixes"]["unrolls_per_update"]) == (20, 1)
+    assert plan.arms() == ["baseline", "all_fixes", "loo:clip_epsilon", "loo:unroll_length", "reference"]
+    assert runs["loo:unroll_length"] == {**runs["all_fixes"], "unroll_length": 10,
+                                         "minibatch_transitions": runs["baseline"]["minibatch_transitions"]}
+    actions = {a.key: (a.action, a.reason) for a in plan.ablations}
+    assert actions["unrolls_per_update"][0] == "not_in_spec"
+    assert actions["unroll_length"] == ("variant", "the written variant sets 20")
+    assert actions["clip_epsilon"] == ("variant", "")
+    assert plan.to_json()["all_fixes"] == {"from": "spec", "variants": {"CartpoleBalance": "ppo_fx_brax"}}
+    assert "all_fixes trains the spec variant `brax-diff fix` writes: CartpoleBalance ppo_fx_brax" in plan.render()
+    with pytest.raises(BraxDiffError, match="give --keys to fix"):
+        build_plan(brax, slm, envs=["CartpoleBalance"], keys=["clip_epsilon"], fixed=written)

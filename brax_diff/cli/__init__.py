@@ -11,7 +11,7 @@ import typer
 from .. import __version__
 from ..errors import BraxDiffError
 from ..io import Interrupted, signals_as_exceptions
-from . import extract, history, report, verify
+from . import extract, fix, history, report, verify
 from .common import HELP_MARKUP
 
 app = typer.Typer(
@@ -36,7 +36,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
     """Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs."""
 
 
-for module in (extract, report, verify, history):
+for module in (extract, report, fix, verify, history):
     module.register(app)
 
 

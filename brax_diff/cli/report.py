@@ -307,7 +307,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
             verdicts = verification_entries(loaded_verification, Path(verification).parent, report_dir)
         elif verify:
             verify_dir = Path(settings.reports_dir) / "verify" / scope.name
-            result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir)
+            result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir, set_values)
             verdicts = verification_entries(result, verify_dir, report_dir)
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
@@ -334,9 +334,10 @@ VERIFY_ENV_FOR_FAMILY = {"dm_control": "CartpoleBalance"}
 
 
 def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None, settings: Settings,
-                output_dir: Path) -> dict:
+                output_dir: Path, set_values: dict) -> dict:
     """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
-    or cpu); the result's JSON."""
+    or cpu), all_fixes being the variant `brax-diff fix` writes (verify's default); the
+    result's JSON."""
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.plan import resolve_options
 
@@ -356,7 +357,14 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
 
     options = resolve_options("gpu" if pick_device() == "cuda" else "cpu")  # the preset the machine can run
     jobs = options.pop("jobs")
-    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], **options)
+    from extractors.slm import SlmExtractor
+
+    from ..fix import written_variant
+
+    fixed = written_variant(brax_extractor, SlmExtractor, slm_extractor.snapshot, spec=settings.spec,
+                            sets=set_values, mapping=slm_extractor.mapping, env=env, variant=variant, keys=None,
+                            table=load_rules(settings.rules))
+    plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], fixed={env: fixed}, **options)
     print(estimate(plan, load_throughput()).render(), file=sys.stderr)
     cache = Path(settings.cache_dir or ".brax-diff-cache") / "verify"
     return run_plan(plan, cache, output_dir=output_dir, jobs=jobs).to_json()

@@ -56,7 +56,13 @@ def verify(
     slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="Path or URL of SLM-Lab."),
     slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref (default: HEAD)."),
     spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
+    variant: Optional[str] = typer.Option(None, "--variant", "--slm-variant",
+                                          help="SLM-Lab spec variant, e.g. one `brax-diff fix` wrote (default: the "
+                                          "mapped one)."),
+    all_fixes: Optional[str] = typer.Option(None, "--all-fixes", help="What the all_fixes arm trains: spec (the "
+                                            "variant `brax-diff fix` writes for the same --keys; the default with a "
+                                            "repository) or settings (every difference the trainer can express "
+                                            "moved to Brax's value; the only choice with --slm-json)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Plan and run baseline / all_fixes / leave-one-out / reference trainings: the gap to Brax's
@@ -64,7 +70,7 @@ def verify(
     from ..config import load_settings
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.costs import estimate, load_throughput
-    from ..verify.inputs import extractions_from_repos, load_extraction
+    from ..verify.inputs import extractions_from_repos, load_extraction, written_variants
     from ..verify.plan import PRESETS, resolve_options
     from ..verify.settings import split_sets
     from .common import print_json
@@ -78,6 +84,14 @@ def verify(
     envs = list(env or ["CartpoleBalance"])
     if (brax_json is None) != (slm_json is None):
         raise BraxDiffError("--brax-json and --slm-json go together")
+    if all_fixes not in (None, "spec", "settings"):
+        raise BraxDiffError(f"--all-fixes must be spec or settings, got {all_fixes!r}")
+    if all_fixes == "spec" and brax_json is not None:
+        raise BraxDiffError("--all-fixes spec writes the variant into the SLM-Lab spec: it needs the repository, "
+                            "not --slm-json (use --all-fixes settings)")
+    all_fixes = all_fixes or ("settings" if brax_json is not None else "spec")
+    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
+    fixed = None
     if brax_json is not None:
         if spec_sets:
             raise BraxDiffError(f"--set {', '.join(spec_sets)}: spec variables need the SLM-Lab repository, "
@@ -87,9 +101,10 @@ def verify(
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
         brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets)
-    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys else None
-    plan = build_plan(brax, slm, envs=envs, keys=key_list, reference=not no_reference, deterministic=deterministic,
-                      **options)
+        if all_fixes == "spec":
+            fixed = written_variants(settings, envs, variant=variant, sets=spec_sets, keys=key_list)
+    plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
+                      reference=not no_reference, deterministic=deterministic, **options)
     plan.spec_sets = dict(spec_sets)
     cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:

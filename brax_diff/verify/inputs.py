@@ -68,3 +68,27 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
         name = variant or slm_extractor.variant_for(family=brax_extractor.family_of(env), env=env)
         slm[env] = slm_extractor.variant(name)
     return brax, slm
+
+
+def written_variants(settings: Settings, envs: list[str], variant: str | None = None,
+                     sets: dict[str, str] | None = None, keys: list[str] | None = None,
+                     ) -> dict[str, Extraction]:
+    """``{env: the variant `brax-diff fix` writes for env's variant and the fixes of ``keys``
+    (None: every fix the spec can express), read back}``: what the all_fixes arm trains, so
+    that it is the same settings as ``verify --slm-variant`` on the variant ``fix`` wrote.
+    Nothing is written: the variant is read from the spec text in memory."""
+    from extractors.brax import BraxExtractor
+    from extractors.slm import SlmExtractor
+
+    from ..fix import written_variant
+    from ..rules import load_rules
+    from ..sources import Repository
+
+    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    brax_extractor = BraxExtractor(
+        Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref),
+        Repository(settings.playground_repo, "playground", cache_root=cache_root).resolve(settings.playground_ref))
+    slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    table = load_rules(settings.rules)
+    return {env: written_variant(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets,
+                                 mapping=None, env=env, variant=variant, keys=keys, table=table) for env in envs}

@@ -6,7 +6,9 @@ Static (no torch, no jax): :func:`build_plan` compares a Brax and an SLM-Lab
 the PyTorch trainer and of Brax's own trainer:
 
 * ``baseline``: SLM-Lab's settings;
-* ``all_fixes``: every difference the trainer can express moved to Brax's value at once;
+* ``all_fixes``: every difference the trainer can express moved to Brax's value at once, or,
+  given ``fixed`` (the SLM-Lab variant ``brax-diff fix`` writes, read back), that variant's
+  own settings: then "this spec, trained" and "these settings, trained" are one run;
 * ``loo:<key>``: ``all_fixes`` with that one key back at SLM-Lab's value (what that fix is
   worth given the others);
 * ``variant:<key>``: ``baseline`` with only that key moved (the older one-at-a-time arms);
@@ -198,6 +200,8 @@ class Plan:
     num_envs: int | None = None  # every arm scaled to this many envs
     warnings: list[str] = field(default_factory=list)
     spec_sets: dict[str, str] = field(default_factory=dict)  # SLM-Lab ${var}s the extraction used (max_frame)
+    # env -> the variant `brax-diff fix` wrote that all_fixes trains; empty: all_fixes moves settings
+    fixed_variants: dict[str, str] = field(default_factory=dict)
 
     @property
     def with_reference(self) -> bool:
@@ -231,6 +235,8 @@ class Plan:
             "warnings": list(self.warnings),
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
             "spec_sets": dict(sorted(self.spec_sets.items())),
+            "all_fixes": ({"from": "spec", "variants": dict(sorted(self.fixed_variants.items()))}
+                          if self.fixed_variants else {"from": "settings"}),
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
             "defaults_used": {env: list(v) for env, v in sorted(self.defaults_used.items())},
@@ -259,6 +265,9 @@ class Plan:
                          + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
         if self.spec_sets:
             lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
+        if self.fixed_variants:
+            lines.append("  all_fixes trains the spec variant `brax-diff fix` writes: " + ", ".join(
+                f"{env} {name}" for env, name in sorted(self.fixed_variants.items())))
         for env in self.envs:
             lines.append(f"\n{env}")
             width = max((len(a.key) for a in self.ablations if a.env == env), default=10)
@@ -345,7 +354,9 @@ def _lcm(values) -> int:
 def _settings_for(values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any]
                   ) -> tuple[TrainerSettings, list[str]]:
     """Trainer settings from canonical values: the minibatch count rules the minibatch size
-    (so a scaled or longer batch keeps each side's count), then the run-wide overrides."""
+    (so a scaled or longer batch keeps each side's count), then the run-wide overrides.
+    The one function both an SLM-Lab variant's baseline and the all_fixes arm of the variant
+    ``brax-diff fix`` writes go through, so the two are the same settings."""
     values = dict(values)
     if num_envs:
         values["num_envs"] = num_envs
@@ -386,7 +397,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                budget: int = DEFAULT_BUDGET, keys: list[str] | None = None,
                overrides: Mapping[str, Any] | None = None, reference: bool = True,
                arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
-               evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False) -> Plan:
+               evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False,
+               fixed: Extraction | Mapping[str, Extraction] | None = None) -> Plan:
     """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
@@ -396,6 +408,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     trainer-setting values applied to every PyTorch run and, for canonical keys, to the
     reference run too. The budget is rounded up so that ``evals`` checkpoints fall on whole
     updates of every arm; the plan says so, and warns when one update exceeds the budget.
+    ``fixed`` (one Extraction, or one per env): the variant ``brax-diff fix`` wrote for the
+    same scope, read back. all_fixes then trains exactly its settings (the baseline of
+    ``verify --slm-variant`` that variant), and the keys it moves are those the variant
+    changes, to the values it sets; ``keys`` must then be None (the variant's scope is it).
     """
     if seeds < 1:
         raise BraxDiffError(f"--seeds must be >= 1, got {seeds}")
@@ -414,6 +430,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     for key in keys or []:
         if key not in KEYS:
             raise BraxDiffError(f"unknown canonical key {key!r} in --keys")
+    if fixed is not None and keys is not None:
+        raise BraxDiffError("the written variant's scope decides what all_fixes moves: give --keys to fix, not here")
+    fixed_variants: dict[str, str] = {}
     overrides = dict(overrides or {})
     ablations: list[Ablation] = []
     arms_by_env: dict[str, list[tuple[str, str, dict]]] = {}
@@ -451,25 +470,42 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                              Ablation(a.env, a.key, a.slm, a.brax, "scaled", f"every arm runs {num_envs} envs")
                              for a in env_ablations]
         env_ablations = [_checked_variant(a, baseline) for a in env_ablations]
+        target = brax_values
+        if fixed is not None:
+            written = _per_env(fixed, env, "written variant")
+            fixed_variants[env] = str(written.scope.get("variant"))
+            target = known_values(written)
+            env_ablations = _spec_ablations(env_ablations, env, s, written)
         ablations.extend(env_ablations)
         moved = [a.key for a in env_ablations if a.action == "variant"]
 
         def arm(keys_moved) -> dict:
             values = dict(slm_values)
-            values.update({k: brax_values[k] for k in keys_moved})
+            values.update({k: target[k] for k in keys_moved})
             return _settings_for(values, num_envs, overrides)[0].to_json()
 
+        def undone(key) -> dict:  # all_fixes with one of its moves back at SLM-Lab's value
+            if fixed is None:
+                return arm([m for m in moved if m != key])
+            return _settings_for({**target, key: slm_values[key]}, num_envs, overrides)[0].to_json()
+
+        if fixed is None:
+            all_fixes = arm(moved)
+        else:
+            fixed_settings = _settings_for(target, num_envs, overrides)[0]
+            _check_schedule(f"{env} ({fixed_variants[env]})", fixed_settings)
+            all_fixes = fixed_settings.to_json()
         planned: list[tuple[str, str, dict]] = []
         if "gap" in arms:
-            planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, arm(moved))]
+            planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, all_fixes)]
         if "loo" in arms:
-            planned += [(TORCH, f"loo:{k}", arm([m for m in moved if m != k])) for k in moved]
+            planned += [(TORCH, f"loo:{k}", undone(k)) for k in moved]
         if "variants" in arms:
             if "gap" not in arms:
                 planned.insert(0, (TORCH, BASELINE, baseline.to_json()))
             planned += [(TORCH, f"variant:{k}", arm([k])) for k in moved]
         if "loo" in arms and "gap" not in arms:
-            planned.insert(0, (TORCH, ALL_FIXES, arm(moved)))
+            planned.insert(0, (TORCH, ALL_FIXES, all_fixes))
         if reference and "gap" in arms:
             planned.append((BRAX, REFERENCE, _reference_settings(brax_values, num_envs, overrides, env)))
         arms_by_env[env] = planned
@@ -493,7 +529,25 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
-                overrides, sources, tuple(arms), num_envs, warnings)
+                overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
+
+
+def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, written: Extraction) -> list[Ablation]:
+    """The ablations when all_fixes is the written variant: a key it moves is a variant (to the
+    value it sets, which may not be Brax's: time_horizon 480 for Brax's 16 x 30); a difference it
+    leaves is moved by no arm but the reference."""
+    out = []
+    for a in ablations:
+        moves = _classify(env, a.key, slm, written)
+        if moves.action == "variant":
+            reason = "" if same_value(moves.brax, a.brax) else f"the written variant sets {_fmt(moves.brax)}"
+            out.append(Ablation(env, a.key, a.slm, a.brax, "variant", reason))
+        elif a.action == "variant":
+            out.append(Ablation(env, a.key, a.slm, a.brax, "not_in_spec",
+                                "the written variant keeps SLM-Lab's value (its fix is a code change)"))
+        else:
+            out.append(a)
+    return out
 
 
 def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:

@@ -367,7 +367,8 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
     for env in plan.envs:
         if BASELINE in arms and (ALL_FIXES in arms or REFERENCE in arms):
             name = f"plots/{env}-gap.png"
-            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, "all_fixes (every expressible fix)"),
+            fixes = "the spec variant brax-diff fix writes" if plan.fixed_variants else "every expressible fix"
+            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, f"all_fixes ({fixes})"),
                      (REFERENCE, "reference (Brax ppo.train)")]
             learning_curves(output / name, f"{env}: SLM-Lab settings, all fixes, Brax's trainer",
                             {label: _curves(results, env, arm) for arm, label in shown if arm in arms}, ylabel)

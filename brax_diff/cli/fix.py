@@ -1,0 +1,167 @@
+"""`brax-diff fix`: write the SLM-Lab spec variant that applies the report's fixes, read it
+back, and print what still differs. Parses flags, calls :mod:`brax_diff.fix`, writes, prints.
+
+Exit codes: 0 done; 2 bad input (one ``error: ...`` line; the spec file untouched).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..config import load_settings
+from ..errors import FixError
+from ..io import check_writable, read_text, write_atomic
+from ..story import Story
+from ..worktree import WORKTREE, git_blob_id, work_tree_root
+from .common import parse_sets, user_mapping
+
+FORMATS = ("md", "json")
+
+
+def fix_command(
+    brax: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref, or WORKTREE (default: main)."),
+    playground: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
+                                             help="MuJoCo Playground ref or WORKTREE (default: main)."),
+    slm: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD; "
+                                      "WORKTREE with --in-place)."),
+    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL."),
+    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository: path or "
+                                                  "URL."),
+    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository: path or URL."),
+    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
+    family: Optional[str] = typer.Option(None, "--family", help="The family whose Brax config the variant follows."),
+    env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="The SLM-Lab variant to start from (default: the "
+                                          "mapped one)."),
+    phase: Optional[int] = typer.Option(None, "--phase", help="Only phase N of the report's recommended order."),
+    keys: Optional[str] = typer.Option(None, "--keys", help="Only the fixes of these canonical keys: K,K,..."),
+    alternative: Optional[List[str]] = typer.Option(None, "--alternative", help="A rule's other way to fix "
+                                                    "(e.g. more-envs for BD001; repeatable)."),
+    name: Optional[str] = typer.Option(None, "--name", help="The new variant's name (default: <variant>_brax)."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write a copy of the spec file, with the new "
+                                          "variant, here."),
+    in_place: bool = typer.Option(False, "--in-place", help="Add the variant to the spec file in the SLM-Lab work "
+                                  "tree."),
+    diff: bool = typer.Option(False, "--diff", help="Dry run: print the unified diff (and the residual); write "
+                              "nothing."),
+    explain: Optional[str] = typer.Option(None, "--explain", help="KEY: each way its rule offers to fix it, with "
+                                          "the residuals side by side; writes nothing."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the spec "
+                                             "(repeatable)."),
+    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
+    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML."),
+    fmt: str = typer.Option("md", "--format", help="The residual as md (Markdown) or json."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors on stderr."),
+) -> None:
+    """Write the SLM-Lab spec variant that applies the fixes (all, one --phase, or --keys) and
+    print the residual: what still differs, and why."""
+    if fmt not in FORMATS:
+        raise FixError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
+    if family and env:
+        raise FixError("--family and --env exclude each other")
+    if not family and not env:
+        raise FixError("fix writes one variant: name its scope with --family F or --env NAME")
+    destinations = [flag for flag, given in (("--output", output is not None), ("--in-place", in_place),
+                                             ("--diff", diff)) if given]
+    if explain is not None and destinations:
+        raise FixError(f"--explain writes nothing; drop {', '.join(destinations)}")
+    if len(destinations) > 1:
+        raise FixError(f"{' and '.join(destinations)} exclude each other")
+    if explain is None and not destinations:
+        raise FixError("say where the variant goes: --in-place (the work tree's spec), --output FILE (a copy), "
+                       "or --diff (a dry run)")
+    key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else None
+    # Imported here: ruamel.yaml and the renderer cost every other command's start-up otherwise.
+    from ..fix import (check_spec_path, choose_scope, explain as explain_key, prepare, render_explain, render_json,
+                       render_residual, residual, unified_diff)
+    from ..rules import load_rules
+    from ..session import open_snapshots
+    if in_place and slm is None:
+        slm = WORKTREE  # the file edited is the one on disk
+    settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
+                             playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
+                             mapping=mapping)
+    check_spec_path(settings.spec)
+    table = load_rules(settings.rules)
+    from .report import load_extractors
+
+    BraxExtractor, SlmExtractor = load_extractors()
+    story = Story.on_stderr(quiet)
+    with story.running():
+        snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
+        target = _in_place_target(snapshots["slm"], settings.spec) if in_place else None
+        if output is not None:
+            _check_output(output, snapshots["slm"], settings.spec)
+        story.step("extracting Brax and SLM-Lab")
+        inputs = prepare(BraxExtractor(snapshots["brax"], snapshots["playground"]), SlmExtractor, snapshots["slm"],
+                         spec=settings.spec, sets=parse_sets(sets), mapping=user_mapping(settings.mapping),
+                         family=family, env=env, variant=variant, name=name)
+        if target is not None and git_blob_id(target.read_bytes()) != git_blob_id(inputs.document.text.encode()):
+            raise FixError(f"{target} differs on disk from {settings.slm_ref}; --in-place edits the file as it is: "
+                           "use --slm WORKTREE")
+        scope = choose_scope(inputs.before(table), table, phase=phase, keys=key_list,
+                             alternatives=alternative or [])
+        if explain is not None:
+            model = explain_key(inputs, table, scope, explain, story.step)
+            sys.stdout.write(render_json(model) if fmt == "json" else render_explain(model))
+            return
+        story.step(f"writing and reading back {inputs.name}")
+        solution = inputs.solve(table, scope)
+        if solution.text is None:
+            model = residual(solution)
+            sys.stdout.write(render_json(model) if fmt == "json" else render_residual(model))
+            story.warn("nothing written: no fix in scope can be expressed in the spec")
+            return
+        if diff:  # JSON carries the diff inside, so stdout stays one document
+            patch = unified_diff(inputs.document.text, solution.text, settings.spec)
+            model = residual(solution, read_from="memory (a dry run)")
+            model = {**model, "diff": patch} if fmt == "json" else model
+            if fmt != "json":
+                sys.stdout.write(patch + "\n")
+        else:
+            path = target if target is not None else output
+            write_atomic(path, solution.text)
+            story.wrote(path)
+            story.step(f"reading {inputs.name} back from {path}")
+            if target is not None:  # the work tree as it is on disk now
+                written = inputs.reextract(snapshots["slm"].repository.resolve(WORKTREE), None)
+            else:
+                written = inputs.reextract(snapshots["slm"], read_text(path, "written spec"))
+            model = residual(solution, written, inputs.brax, table, read_from=None if target is not None else str(path))
+    sys.stdout.write(render_json(model) if fmt == "json" else render_residual(model))
+    if target is not None:
+        story.say(f"train it: brax-diff verify --slm WORKTREE --spec {settings.spec} --slm-variant {inputs.name}")
+
+
+def _in_place_target(snapshot, spec: str) -> Path:
+    """The spec file in the SLM-Lab work tree; a FixError for a repository without one, or a
+    spec that resolves outside it (a symlink out of the checkout)."""
+    root = work_tree_root(snapshot.repository)
+    if root is None:
+        raise FixError(f"--in-place edits a checkout's spec, and {snapshot.repository.location} has no work tree "
+                       "(a bare repository or a URL); use --output FILE")
+    target = root / spec
+    if not target.is_file():
+        raise FixError(f"--in-place: {target} is not a file in the work tree")
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise FixError(f"--in-place: {spec} resolves to {target.resolve()}, outside the repository {root}")
+    return target
+
+
+def _check_output(output: Path, snapshot, spec: str) -> None:
+    """``--output`` is a copy: a FixError when it is a directory or the checkout's spec itself."""
+    check_writable(output)
+    root = work_tree_root(snapshot.repository)
+    if root is not None and output.resolve() == (root / spec).resolve():
+        raise FixError(f"--output {output} is the spec file itself; use --in-place to edit it")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fix")(fix_command)
+
+
+__all__ = ["register"]
