@@ -360,6 +360,7 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
     from extractors.slm import SlmExtractor
 
     from ..fix import written_variant
+    from ..rules import load_rules
 
     fixed = written_variant(brax_extractor, SlmExtractor, slm_extractor.snapshot, spec=settings.spec,
                             sets=set_values, mapping=slm_extractor.mapping, env=env, variant=variant, keys=None,
