@@ -298,7 +298,9 @@ def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir,
                 return
             time.sleep(0.05)
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from brax_diff.verify.ray_executor import runtime_env
+
+    ray.init(num_cpus=2, runtime_env=runtime_env(), include_dashboard=False, log_to_driver=False)
     try:
         killer = threading.Thread(target=kill_the_first_worker_that_starts_a_unit, daemon=True)
         killer.start()

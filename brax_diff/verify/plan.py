@@ -506,6 +506,28 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                 overrides, sources, tuple(arms), num_envs, warnings)
 
 
+def units(plan: Plan, indices: list[int], jobs: int = 1) -> list[list[int]]:
+    """The runs ``indices`` of ``plan`` as units of work: the seeds of one PyTorch arm on one
+    environment train together (one seed-batched run); each run of Brax's trainer is a unit
+    of its own. A unit is split in halves while there are fewer units than ``jobs`` (a seed's
+    result does not depend on the seeds it trains beside: tested)."""
+    groups: dict[tuple, list[int]] = {}
+    for index in indices:
+        spec = plan.runs[index]
+        if spec.trainer == TORCH:
+            key = (spec.trainer, spec.env, spec.budget, dumps(dict(spec.settings)), dumps(spec.scoring.to_json()))
+        else:
+            key = ("unit", index)
+        groups.setdefault(key, []).append(index)
+    out = list(groups.values())
+    while len(out) < jobs and any(len(u) > 1 for u in out):
+        largest = max(out, key=len)
+        out.remove(largest)
+        half = (len(largest) + 1) // 2
+        out += [largest[:half], largest[half:]]
+    return sorted(out)
+
+
 def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:
     """(checkpoints, env steps between them): at most ``evals`` checkpoints on whole ``unit``s,
     ending at the smallest total at or above ``budget`` (more checkpoints on a tie)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -53,6 +54,15 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
                             "(is `ray start --head` running there?)") from None
 
 
+def runtime_env() -> dict[str, Any]:
+    """The job's runtime environment: this checkout's ``brax_diff`` shipped to every worker (Ray
+    uploads a directory only at the job level, ``ray.init``; a process that starts Ray itself
+    before calling ``run_plan`` should pass this)."""
+    import brax_diff
+
+    return {"py_modules": [str(Path(brax_diff.__file__).resolve().parent)]}
+
+
 def _probe() -> dict[str, Any]:
     """On a worker: can it train? (the first missing training package, and a GPU)."""
     from brax_diff.verify import training_stack_missing
@@ -83,7 +93,6 @@ class RayCluster:
     started_here: bool
     cpus: int
     gpus: float
-    runtime_env: dict
 
     @property
     def device(self) -> str:
@@ -97,24 +106,22 @@ class RayCluster:
             import ray
         except ImportError:
             raise BraxDiffError(f"--executor ray needs Ray (the distributed extra): {INSTALL_HINT}") from None
-        import brax_diff
-
         if address not in (None, "auto", "local") and not ray.is_initialized():
             check_reachable(address)
         started_here = not ray.is_initialized()
         if started_here:
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                ray.init(address=address, runtime_env=runtime_env(), include_dashboard=False, log_to_driver=False,
                          logging_level=logging.ERROR)
             except Exception as exc:  # ConnectionError, version mismatch, ...
                 raise BraxDiffError(f"cannot connect to the Ray cluster at {address or 'this machine'}: "
                                     f"{_first_line(exc)}") from None
-        cluster = cls(ray, started_here, 1, 0.0, {"py_modules": [brax_diff]})
+        cluster = cls(ray, started_here, 1, 0.0)
         try:
             resources = ray.cluster_resources()
             cluster.cpus = max(1, int(resources.get("CPU", 1)))
             cluster.gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
-            probe = ray.remote(_probe).options(num_cpus=TASK_CPUS, runtime_env=cluster.runtime_env)
+            probe = ray.remote(_probe).options(num_cpus=TASK_CPUS)
             answer = ray.get(probe.remote(), timeout=PROBE_TIMEOUT_S)
         except BaseException as exc:
             cluster.close()
@@ -134,8 +141,7 @@ class RayCluster:
         from .runner import _failed
 
         ray = self.ray
-        task = ray.remote(_unit).options(num_cpus=TASK_CPUS, num_gpus=self.gpus, max_retries=MAX_RETRIES,
-                                         runtime_env=self.runtime_env)
+        task = ray.remote(_unit).options(num_cpus=TASK_CPUS, num_gpus=self.gpus, max_retries=MAX_RETRIES)
         cache_dir = str(cache.directory.resolve())
         refs = {task.remote([plan.runs[i].to_json() for i in unit], cache_dir): unit for unit in work}
         try:
@@ -146,7 +152,7 @@ class RayCluster:
                     try:
                         answer = ray.get(ref)
                     except ray.exceptions.RayTaskError as exc:  # brax_diff itself failed on the worker
-                        raise BraxDiffError(f"a Ray task failed: {_first_line(exc.cause or exc)}") from None
+                        raise BraxDiffError(f"a Ray task failed: {_first_line(getattr(exc, 'cause', None) or exc)}") from None
                     except ray.exceptions.RayError as exc:  # the worker died MAX_RETRIES + 1 times
                         answer = {"results": [_failed(plan.runs[i], exc, 0.0, self.device).to_json() for i in unit]}
                     if answer.get("missing"):

@@ -27,7 +27,7 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor
+from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -249,28 +249,6 @@ def _failed(spec: RunSpec, exc: BaseException, seconds: float, device: str) -> R
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return RunResult(spec, FAILED, error=f"{type(exc).__name__}: {message}"[:500], seconds=seconds, device=device,
                      score_kind=spec.scoring.kind)
-
-
-def units(plan: Plan, indices: list[int], jobs: int = 1) -> list[list[int]]:
-    """The runs ``indices`` of ``plan`` as units of work: the seeds of one PyTorch arm on one
-    environment train together (one seed-batched run); each run of Brax's trainer is a unit
-    of its own. A unit is split in halves while there are fewer units than ``jobs`` (a seed's
-    result does not depend on the seeds it trains beside: tested)."""
-    groups: dict[tuple, list[int]] = {}
-    for index in indices:
-        spec = plan.runs[index]
-        if spec.trainer == TORCH:
-            key = (spec.trainer, spec.env, spec.budget, dumps(dict(spec.settings)), dumps(spec.scoring.to_json()))
-        else:
-            key = ("unit", index)
-        groups.setdefault(key, []).append(index)
-    out = list(groups.values())
-    while len(out) < jobs and any(len(u) > 1 for u in out):
-        largest = max(out, key=len)
-        out.remove(largest)
-        half = (len(largest) + 1) // 2
-        out += [largest[:half], largest[half:]]
-    return sorted(out)
 
 
 # -- statistics over runs ----------------------------------------------------------------
@@ -545,9 +523,28 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
         from .ray_executor import RayCluster
 
         cluster = RayCluster.connect(address, log)  # an unreachable cluster stops here, the cache untouched
+    try:
+        done, device = _run_units(plan, cache, cluster, device, progress, retry_failed, log, jobs)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    results = [done[i] for i in range(len(plan.runs))]
+    decided = verdicts(plan, results)
+    result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
+                          seconds=time.perf_counter() - started)
+    if output_dir is not None:
+        result.plots = write_plots(plan, results, Path(output_dir))
+        write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
+    return result
+
+
+def _run_units(plan: Plan, cache: RunCache, cluster, device: str | None, progress: bool, retry_failed: bool, log,
+               jobs: int) -> tuple[dict[int, RunResult], str]:
+    """Every run of ``plan`` (from the cache, or trained unit by unit here, in processes, or
+    on Ray) by plan index, and the device they trained on."""
     from .envs import enable_compilation_cache
 
-    enable_compilation_cache(Path(cache_dir) / "xla")
+    enable_compilation_cache(Path(cache.directory) / "xla")
     if cluster is None:
         device = device or pick_device()
         if device == "cpu":
@@ -589,16 +586,7 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
                 bar.finish_run(done[index])
     finally:
         bar.close()
-        if cluster is not None:
-            cluster.close()
-    results = [done[i] for i in range(len(plan.runs))]
-    decided = verdicts(plan, results)
-    result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
-                          seconds=time.perf_counter() - started)
-    if output_dir is not None:
-        result.plots = write_plots(plan, results, Path(output_dir))
-        write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
-    return result
+    return done, device
 
 
 def _run_in_processes(plan: Plan, work: list[list[int]], done: dict[int, RunResult], cache: RunCache, device: str,
