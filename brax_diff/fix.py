@@ -36,6 +36,7 @@ from .errors import FixError
 from .facts import Extraction, Fact, Provenance, dumps, format_value
 from .render import md_cell, recommended_steps
 from .rules import Classified, Context, RuleTable, classify, recommended_order, render_alternative
+from .sources import Snapshot
 from .specedit import SpecDocument, Write, get_path
 from .vocabulary import KEYS
 
@@ -74,13 +75,9 @@ class OverlaySnapshot:
     def object_id(self, path: str) -> str | None:
         return self._ids[path] if path in self.texts else self.base.object_id(path)
 
-    def blob_id(self, path: str) -> str | None:
-        found = self.object_id(path)
-        self.reads.setdefault(path, found)
-        return found
-
-    def exists(self, path: str) -> bool:
-        return self.blob_id(path) is not None
+    # recorded in ``reads`` as a Snapshot records them: the same two methods, over object_id above
+    blob_id = Snapshot.blob_id
+    exists = Snapshot.exists
 
     def read(self, path: str) -> str:
         if path in self.texts:
