@@ -7,10 +7,9 @@ import os
 import stat
 
 import pytest
-import typer.main
 
 from brax_diff import __version__
-from brax_diff.cli import app, main
+from brax_diff.cli import build_parser, main
 from brax_diff.errors import SourceError
 from brax_diff.io import write_atomic
 from brax_diff.sources import Repository
@@ -23,10 +22,10 @@ def upstreams(tmp_path_factory):
 
 
 def options(*path: str) -> set[str]:
-    command = typer.main.get_command(app)
+    command = build_parser()
     for name in path:
         command = command.commands[name]
-    return {opt for param in command.params for opt in param.opts}
+    return set(command.option_names())
 
 
 def test_version(capsys):
