@@ -49,6 +49,20 @@ def test_repositories_and_refs_have_one_name_everywhere(command, sides):
         options("extract", "brax")  # the old spellings still work
 
 
+def test_every_option_is_a_keyword_of_its_command_function_and_takes_its_default():
+    commands = dict(build_parser().leaves())
+    assert set(commands) == {("report",), ("rules",), ("fix",), ("verify",), ("history",), ("extract", "brax"),
+                             ("extract", "slm")}
+    for path, parser in commands.items():
+        run = parser.get_default("_run")
+        keywords = run.__kwdefaults__
+        dests = {a.dest: a for a in parser._actions if a.option_strings and not a.dest.startswith("_")}
+        assert set(dests) == set(keywords), path  # no flag without a parameter, no parameter without a flag
+        assert run.__code__.co_argcount == 0, path  # keyword-only: main() passes every option by name
+        for dest, action in dests.items():
+            assert action.default == keywords[dest], (path, dest)
+
+
 @pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
                                      ["extract", "slm"], []])
 def test_help_shows_plain_flags_without_a_type(command, capsys):
