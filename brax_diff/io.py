@@ -38,7 +38,8 @@ _HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived; ``signum`` says which (exit 128 + signum).
 
-    Not a KeyboardInterrupt: click turns that into Abort and prints a blank line."""
+    Not a KeyboardInterrupt, so that no ``except KeyboardInterrupt`` on the way swallows it
+    and the CLI can name the signal."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)

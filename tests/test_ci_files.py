@@ -151,12 +151,10 @@ def test_hook_runs_only_when_spec_paths_change(path, runs):
 
 def missing_for_report() -> str | None:
     """What this checkout lacks to run `brax-diff report`, or None."""
-    import typer.main
-
-    from brax_diff.cli import app
+    from brax_diff.cli import build_parser
 
     missing = []
-    if "report" not in typer.main.get_command(app).commands:
+    if "report" not in build_parser().commands:
         missing.append("the `report` command (brax_diff/cli/report.py registers none)")
     for module in ("extractors.brax", "extractors.slm", "brax_diff.compare", "brax_diff.rules"):
         if importlib.util.find_spec(module) is None:

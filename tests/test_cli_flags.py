@@ -7,10 +7,9 @@ import os
 import stat
 
 import pytest
-import typer.main
 
 from brax_diff import __version__
-from brax_diff.cli import app, main
+from brax_diff.cli import build_parser, main
 from brax_diff.errors import SourceError
 from brax_diff.io import write_atomic
 from brax_diff.sources import Repository
@@ -23,10 +22,10 @@ def upstreams(tmp_path_factory):
 
 
 def options(*path: str) -> set[str]:
-    command = typer.main.get_command(app)
+    command = build_parser()
     for name in path:
         command = command.commands[name]
-    return {opt for param in command.params for opt in param.opts}
+    return set(command.option_names())
 
 
 def test_version(capsys):
@@ -48,6 +47,20 @@ def test_repositories_and_refs_have_one_name_everywhere(command, sides):
     assert options("history") >= {"--brax-repo", "--playground-repo", "--slm-repo", "--brax", "--slm", "--mapping"}
     assert {"--repo", "--ref"} <= options("extract", "slm") and {"--repo", "--ref", "--playground-ref"} <= \
         options("extract", "brax")  # the old spellings still work
+
+
+def test_every_option_is_a_keyword_of_its_command_function_and_takes_its_default():
+    commands = dict(build_parser().leaves())
+    assert set(commands) == {("report",), ("rules",), ("fix",), ("verify",), ("history",), ("extract", "brax"),
+                             ("extract", "slm")}
+    for path, parser in commands.items():
+        run = parser.get_default("_run")
+        keywords = run.__kwdefaults__
+        dests = {a.dest: a for a in parser._actions if a.option_strings and not a.dest.startswith("_")}
+        assert set(dests) == set(keywords), path  # no flag without a parameter, no parameter without a flag
+        assert run.__code__.co_argcount == 0, path  # keyword-only: main() passes every option by name
+        for dest, action in dests.items():
+            assert action.default == keywords[dest], (path, dest)
 
 
 @pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],

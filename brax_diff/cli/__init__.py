@@ -1,76 +1,81 @@
 """The `brax-diff` command line. Library code lives outside this package; each command
-module only parses flags, calls the library and prints."""
+module only parses flags, calls the library and prints.
+
+The parser is :mod:`argparse` (:mod:`.parser`); a command module declares its flags in
+``register`` and imports the library inside its command function, so `brax-diff --version`
+and `--help` import neither GitPython, Jinja, PyYAML nor libcst.
+"""
 
 from __future__ import annotations
 
 import signal
 import sys
 
-import typer
-
 from .. import __version__
 from ..errors import BraxDiffError
-from ..io import Interrupted, signals_as_exceptions
 from . import extract, fix, history, report, verify
-from .common import HELP_MARKUP
+from .parser import CommandParser, HelpExit
 
-app = typer.Typer(
-    name="brax-diff",
-    help="Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=HELP_MARKUP,
-)
+HELP = "Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs."
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        print(f"brax-diff {__version__}")
-        raise typer.Exit(0)
+def _print_version() -> None:
+    print(f"brax-diff {__version__}")
+    raise HelpExit(0)
 
 
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="Print brax-diff's version and exit.")) -> None:
-    """Compare Brax PPO (JAX) and SLM-Lab PPO (PyTorch) settings from the code itself, at any git refs."""
-
-
-for module in (extract, report, fix, verify, history):
-    module.register(app)
+def build_parser() -> CommandParser:
+    """The whole command line: ``brax-diff`` and every command under it, as argparse parsers
+    (``parser.commands["extract"].commands["brax"]`` is `brax-diff extract brax`)."""
+    parser = CommandParser("brax-diff", description=HELP)
+    parser.eager("--version", "Print brax-diff's version and exit.", _print_version)
+    for module in (report, fix, verify, history, extract):  # the order `brax-diff --help` lists them
+        module.register(parser)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: a BraxDiffError becomes one line on stderr and its exit code."""
+    """Entry point: a BraxDiffError (bad usage too) becomes one line on stderr and its exit code."""
     try:
-        # Without standalone mode click returns the code of ctx.exit()/typer.Exit(n).
+        namespace = build_parser().parse_args(argv)
+    except BraxDiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:  # --help, --version, a bare group's help
+        return int(exc.code or 0)
+    kwargs = {k: v for k, v in vars(namespace).items() if not k.startswith("_")}
+    from ..io import Interrupted, signals_as_exceptions  # after parsing: it imports PyYAML
+
+    try:
         # SIGTERM raises like SIGINT, so temporary files and staging directories are removed.
         with signals_as_exceptions():
-            result = app(args=argv, standalone_mode=False, prog_name="brax-diff")
+            result = namespace._run(**kwargs)
     except Interrupted as exc:
         print(f"error: interrupted ({signal.Signals(exc.signum).name})", file=sys.stderr)
         return 128 + exc.signum
     except BraxDiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except SystemExit as exc:  # click's own usage errors already printed their line
+    except SystemExit as exc:
         return int(exc.code or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
-        # Usage errors (bad option, unknown command) come from click, which typer may vendor.
-        if type(exc).__module__.endswith("click.exceptions"):
-            if hasattr(exc, "format_message"):  # a usage error: one line, like any bad input
-                command = getattr(getattr(exc, "ctx", None), "command_path", None) or "brax-diff"
-                print(f"error: {exc.format_message()} (see {command} --help)", file=sys.stderr)
-                return int(getattr(exc, "exit_code", 2))
-            print("error: aborted", file=sys.stderr)
-            return 1
-        raise
+    except BrokenPipeError:  # stdout closed early (`| head`): exit 1, quietly, as click did
+        _quiet_stdout()
+        return 1
     return result if isinstance(result, int) else 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush of a closed pipe says nothing."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or already gone
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

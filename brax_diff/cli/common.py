@@ -10,8 +10,6 @@ from ..facts import Extraction, dumps, format_value
 from ..vocabulary import KEYS, TOPICS
 
 FORMATS = ("table", "json")
-# Plain click-style help: typer's rich panels print `<bool>` beside every flag.
-HELP_MARKUP = None
 
 
 if TYPE_CHECKING:

@@ -4,16 +4,8 @@ one env, or the signature defaults, as a table or JSON."""
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
-import typer
-
-from ..config import load_settings
-from ..cached import brax_extractor
 from ..errors import BraxDiffError
-from ..factcache import FactCache, cache_root
-from ..session import head_warnings, open_snapshots
-from .common import FORMATS, fail_strict, print_extractions
 
 
 class StrictFailure(BraxDiffError):
@@ -22,28 +14,33 @@ class StrictFailure(BraxDiffError):
     exit_code = 1
 
 
-def register(app: typer.Typer) -> None:
+def register(app) -> None:
     """Add this module's commands to the `extract` group."""
-    app.command("brax")(extract_brax)
+    command = app.command("brax", extract_brax)
+    command.option("brax_repo", "--brax-repo", "--repo", help="Brax repository: path or URL "
+                   "(default from config, else google/brax on GitHub).")
+    command.option("brax_ref", "--brax", "--brax-ref", "--ref",
+                   help="Brax git ref: branch, tag, sha, HEAD, main~3 or WORKTREE (default: main).")
+    command.option("playground_repo", "--playground-repo", help="MuJoCo Playground repository.")
+    command.option("playground_ref", "--playground", "--playground-ref", help="Playground git ref (default: main).")
+    command.option("family", "--family", help="dm_control | locomotion | manipulation.")
+    command.option("env", "--env", help="One registered Playground environment.")
+    command.flag("defaults", "--defaults", help="train()/make_ppo_networks() signature defaults only.")
+    command.option("fmt", "--format", help="table | json.")
+    command.flag("strict", "--strict", help="Exit 1 when a code pattern was not found at a ref (a key is unknown).")
+    command.flag("no_cache", "--no-cache", help="Extract again; do not read or write the fact cache.")
 
 
-def extract_brax(
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", "--repo", help="Brax repository: path or URL "
-                                       "(default from config, else google/brax on GitHub)."),
-    brax_ref: Optional[str] = typer.Option(None, "--brax", "--brax-ref", "--ref",
-                                      help="Brax git ref: branch, tag, sha, HEAD, main~3 or WORKTREE (default: main)."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="MuJoCo Playground repository."),
-    playground_ref: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
-                                                 help="Playground git ref (default: main)."),
-    family: Optional[str] = typer.Option(None, "--family", help="dm_control | locomotion | manipulation."),
-    env: Optional[str] = typer.Option(None, "--env", help="One registered Playground environment."),
-    defaults: bool = typer.Option(False, "--defaults", help="train()/make_ppo_networks() signature defaults only."),
-    fmt: str = typer.Option("table", "--format", help="table | json."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a code pattern was not found at a ref "
-                                "(a key is unknown)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Extract again; do not read or write the fact cache."),
-) -> None:
+def extract_brax(*, brax_repo: str | None = None, brax_ref: str | None = None, playground_repo: str | None = None,
+                 playground_ref: str | None = None, family: str | None = None, env: str | None = None,
+                 defaults: bool = False, fmt: str = "table", strict: bool = False, no_cache: bool = False) -> None:
     """Brax's effective PPO settings, read from the code at the given refs."""
+    from ..cached import brax_extractor
+    from ..config import load_settings
+    from ..factcache import FactCache, cache_root
+    from ..session import head_warnings, open_snapshots
+    from .common import FORMATS, fail_strict, print_extractions
+
     if sum(bool(x) for x in (family, env, defaults)) > 1:
         raise BraxDiffError("choose one of --family, --env, --defaults")
     if fmt not in FORMATS:

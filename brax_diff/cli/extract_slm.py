@@ -3,37 +3,38 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
-import typer
-
-from ..config import load_settings
 from ..errors import BraxDiffError
-from ..session import head_warnings, open_snapshots
-from .common import FORMATS, fail_strict, parse_sets, print_extractions, print_verdicts
 
 
-def extract_slm(
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", "--repo", help="SLM-Lab checkout, bare clone or URL "
-                                       "(default: setting slm-repo, else this checkout when it is SLM-Lab's, "
-                                       "else kengz/SLM-Lab on GitHub)."),
-    slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", "--ref",
-                                      help="Branch, tag, commit or WORKTREE (default: setting slm-ref, else HEAD "
-                                      "in an SLM-Lab checkout, master from GitHub)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="Spec file in the repository, YAML or JSON "
-                                       "(default: setting spec)."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Spec variant (default: the file's first)."),
-    all_variants: bool = typer.Option(False, "--all-variants", help="Extract every variant in the file."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder, "
-                                             "like SLM-Lab's -s (repeatable)."),
-    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
-                                          "replacing the shipped one."),
-    fmt: str = typer.Option("table", "--format", help="table or json."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any ERROR finding is reported or any "
-                                "key is unknown."),
-) -> None:
+def register(app) -> None:
+    """Add this module's commands to the `extract` group."""
+    command = app.command("slm", extract_slm)
+    command.option("slm_repo", "--slm-repo", "--repo", help="SLM-Lab checkout, bare clone or URL "
+                   "(default: setting slm-repo, else this checkout when it is SLM-Lab's, "
+                   "else kengz/SLM-Lab on GitHub).")
+    command.option("slm_ref", "--slm", "--slm-ref", "--ref",
+                   help="Branch, tag, commit or WORKTREE (default: setting slm-ref, else HEAD "
+                   "in an SLM-Lab checkout, master from GitHub).")
+    command.option("spec", "--spec", help="Spec file in the repository, YAML or JSON (default: setting spec).")
+    command.option("variant", "--variant", help="Spec variant (default: the file's first).")
+    command.flag("all_variants", "--all-variants", help="Extract every variant in the file.")
+    command.option("sets", "--set", repeat=True, help="KEY=VALUE for a ${KEY} placeholder, "
+                   "like SLM-Lab's -s (repeatable).")
+    command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML replacing the shipped one.")
+    command.option("fmt", "--format", help="table or json.")
+    command.flag("strict", "--strict", help="Exit 1 when any ERROR finding is reported or any key is unknown.")
+
+
+def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec: str | None = None,
+                variant: str | None = None, all_variants: bool = False, sets: list[str] | None = None,
+                mapping: str | None = None, fmt: str = "table", strict: bool = False) -> None:
     """Resolve a spec variant as SLM-Lab does and map it onto the canonical keys."""
     from extractors.slm import SlmExtractor, load_mapping, trains  # library import kept out of CLI start-up
+
+    from ..config import load_settings
+    from ..session import head_warnings, open_snapshots
+    from .common import FORMATS, fail_strict, parse_sets, print_extractions, print_verdicts
 
     if fmt not in FORMATS:
         raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -58,7 +59,3 @@ def extract_slm(
     if strict:
         fail_strict(extractions, errors=True)
 
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to the `extract` group."""
-    app.command("slm")(extract_slm)

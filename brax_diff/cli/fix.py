@@ -7,58 +7,66 @@ Exit codes: 0 done; 2 bad input (one ``error: ...`` line; the spec file untouche
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import List, Optional
 
-import typer
+from .parser import integer, path as path_type
 
-from ..config import load_settings
-from ..errors import FixError
-from ..io import check_writable, read_text, write_atomic
-from ..story import Story
-from ..worktree import WORKTREE, git_blob_id, work_tree_root
-from .common import parse_sets, user_mapping
+TYPE_CHECKING = False  # typing is not imported for this
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FORMATS = ("md", "json")
 
 
-def fix_command(
-    brax: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref, or WORKTREE (default: main)."),
-    playground: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
-                                             help="MuJoCo Playground ref or WORKTREE (default: main)."),
-    slm: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD; "
-                                      "WORKTREE with --in-place)."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository: path or "
-                                                  "URL."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository: path or URL."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
-    family: Optional[str] = typer.Option(None, "--family", help="The family whose Brax config the variant follows."),
-    env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="The SLM-Lab variant to start from (default: the "
-                                          "mapped one)."),
-    phase: Optional[int] = typer.Option(None, "--phase", help="Only phase N of the report's recommended order."),
-    keys: Optional[str] = typer.Option(None, "--keys", help="Only the fixes of these canonical keys: K,K,..."),
-    alternative: Optional[List[str]] = typer.Option(None, "--alternative", help="A rule's other way to fix "
-                                                    "(e.g. more-envs for BD001; repeatable)."),
-    name: Optional[str] = typer.Option(None, "--name", help="The new variant's name (default: <variant>_brax)."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write a copy of the spec file, with the new "
-                                          "variant, here."),
-    in_place: bool = typer.Option(False, "--in-place", help="Add the variant to the spec file in the SLM-Lab work "
-                                  "tree."),
-    diff: bool = typer.Option(False, "--diff", help="Dry run: print the unified diff (and the residual); write "
-                              "nothing."),
-    explain: Optional[str] = typer.Option(None, "--explain", help="KEY: each way its rule offers to fix it, with "
-                                          "the residuals side by side; writes nothing."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the spec "
-                                             "(repeatable)."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
-    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML."),
-    fmt: str = typer.Option("md", "--format", help="The residual as md (Markdown) or json."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors on stderr."),
-) -> None:
+def register(app) -> None:
+    command = app.command("fix", fix_command)
+    command.option("brax", "--brax", "--brax-ref", help="Brax ref, or WORKTREE (default: main).")
+    command.option("playground", "--playground", "--playground-ref",
+                   help="MuJoCo Playground ref or WORKTREE (default: main).")
+    command.option("slm", "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD; "
+                   "WORKTREE with --in-place).")
+    command.option("brax_repo", "--brax-repo", help="Brax repository: path or URL.")
+    command.option("playground_repo", "--playground-repo", help="Playground repository: path or URL.")
+    command.option("slm_repo", "--slm-repo", help="SLM-Lab repository: path or URL.")
+    command.option("spec", "--spec", help="SLM-Lab spec file inside the SLM-Lab repository.")
+    command.option("family", "--family", help="The family whose Brax config the variant follows.")
+    command.option("env", "--env", help="One registered environment instead of a family.")
+    command.option("variant", "--variant", help="The SLM-Lab variant to start from (default: the mapped one).")
+    command.option("phase", "--phase", type=integer, help="Only phase N of the report's recommended order.")
+    command.option("keys", "--keys", help="Only the fixes of these canonical keys: K,K,...")
+    command.option("alternative", "--alternative", repeat=True, help="A rule's other way to fix "
+                   "(e.g. more-envs for BD001; repeatable).")
+    command.option("name", "--name", help="The new variant's name (default: <variant>_brax).")
+    command.option("output", "--output", type=path_type, help="Write a copy of the spec file, with the new "
+                   "variant, here.")
+    command.flag("in_place", "--in-place", help="Add the variant to the spec file in the SLM-Lab work tree.")
+    command.flag("diff", "--diff", help="Dry run: print the unified diff (and the residual); write nothing.")
+    command.option("explain", "--explain", help="KEY: each way its rule offers to fix it, with "
+                   "the residuals side by side; writes nothing.")
+    command.option("sets", "--set", repeat=True, help="KEY=VALUE for a ${KEY} placeholder in the spec "
+                   "(repeatable).")
+    command.option("rules", "--rules", help="Rules YAML merged over the shipped table.")
+    command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML.")
+    command.option("fmt", "--format", help="The residual as md (Markdown) or json.")
+    command.flag("quiet", "--quiet", "-q", help="Print only warnings and errors on stderr.")
+
+
+def fix_command(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
+                brax_repo: str | None = None, playground_repo: str | None = None, slm_repo: str | None = None,
+                spec: str | None = None, family: str | None = None, env: str | None = None,
+                variant: str | None = None, phase: int | None = None, keys: str | None = None,
+                alternative: list[str] | None = None, name: str | None = None, output: Path | None = None,
+                in_place: bool = False, diff: bool = False, explain: str | None = None,
+                sets: list[str] | None = None, rules: str | None = None, mapping: str | None = None,
+                fmt: str = "md", quiet: bool = False) -> None:
     """Write the SLM-Lab spec variant that applies the fixes (all, one --phase, or --keys) and
     print the residual: what still differs, and why."""
+    from ..config import load_settings
+    from ..errors import FixError
+    from ..io import read_text, write_atomic
+    from ..story import Story
+    from ..worktree import WORKTREE, git_blob_id
+    from .common import parse_sets, user_mapping
+
     if fmt not in FORMATS:
         raise FixError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})")
     if family and env:
@@ -140,6 +148,9 @@ def fix_command(
 def _in_place_target(snapshot, spec: str) -> Path:
     """The spec file in the SLM-Lab work tree; a FixError for a repository without one, or a
     spec that resolves outside it (a symlink out of the checkout)."""
+    from ..errors import FixError
+    from ..worktree import work_tree_root
+
     root = work_tree_root(snapshot.repository)
     if root is None:
         raise FixError(f"--in-place edits a checkout's spec, and {snapshot.repository.location} has no work tree "
@@ -154,14 +165,14 @@ def _in_place_target(snapshot, spec: str) -> Path:
 
 def _check_output(output: Path, snapshot, spec: str) -> None:
     """``--output`` is a copy: a FixError when it is a directory or the checkout's spec itself."""
+    from ..errors import FixError
+    from ..io import check_writable
+    from ..worktree import work_tree_root
+
     check_writable(output)
     root = work_tree_root(snapshot.repository)
     if root is not None and output.resolve() == (root / spec).resolve():
         raise FixError(f"--output {output} is the spec file itself; use --in-place to edit it")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("fix")(fix_command)
 
 
 __all__ = ["register"]

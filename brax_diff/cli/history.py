@@ -3,34 +3,36 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
 
-import typer
-
-from ..config import load_settings
 from ..errors import BraxDiffError
-from .common import user_mapping
 
 FORMATS = ("md", "json")
 
 
-def history(
-    brax: Optional[str] = typer.Option(None, "--brax", help="Walk Brax: A..B, or B for all history up to B."),
-    playground: Optional[str] = typer.Option(None, "--playground", help="Walk MuJoCo Playground: A..B or B."),
-    slm: Optional[str] = typer.Option(None, "--slm", help="Walk SLM-Lab: A..B or B."),
-    family: Optional[str] = typer.Option(None, "--family", help="Brax family (dm_control, locomotion, manipulation)."),
-    env: Optional[str] = typer.Option(None, "--env", help="One registered environment, e.g. CartpoleBalance."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="One SLM-Lab spec variant."),
-    fmt: str = typer.Option("md", "--format", help="md or json."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Path or URL of google/brax."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Path or URL of mujoco_playground."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="Path or URL of SLM-Lab (default: .)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repo."),
-    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
-                                          "replacing the shipped one."),
-    cache_dir: Optional[str] = typer.Option(None, "--cache-dir", help="Where clones and cached facts live."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Extract every candidate commit again."),
-) -> None:
+def register(app) -> None:
+    """Add `history` to the app."""
+    command = app.command("history", history)
+    command.option("brax", "--brax", help="Walk Brax: A..B, or B for all history up to B.")
+    command.option("playground", "--playground", help="Walk MuJoCo Playground: A..B or B.")
+    command.option("slm", "--slm", help="Walk SLM-Lab: A..B or B.")
+    command.option("family", "--family", help="Brax family (dm_control, locomotion, manipulation).")
+    command.option("env", "--env", help="One registered environment, e.g. CartpoleBalance.")
+    command.option("variant", "--variant", help="One SLM-Lab spec variant.")
+    command.option("fmt", "--format", help="md or json.")
+    command.option("brax_repo", "--brax-repo", help="Path or URL of google/brax.")
+    command.option("playground_repo", "--playground-repo", help="Path or URL of mujoco_playground.")
+    command.option("slm_repo", "--slm-repo", help="Path or URL of SLM-Lab (default: .).")
+    command.option("spec", "--spec", help="SLM-Lab spec file inside the SLM-Lab repo.")
+    command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML replacing the shipped one.")
+    command.option("cache_dir", "--cache-dir", help="Where clones and cached facts live.")
+    command.flag("no_cache", "--no-cache", help="Extract every candidate commit again.")
+
+
+def history(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
+            family: str | None = None, env: str | None = None, variant: str | None = None, fmt: str = "md",
+            brax_repo: str | None = None, playground_repo: str | None = None, slm_repo: str | None = None,
+            spec: str | None = None, mapping: str | None = None, cache_dir: str | None = None,
+            no_cache: bool = False) -> None:
     """List each commit that changes a fact's value (a key changing, appearing or disappearing).
 
     A side not walked stays at its configured ref (default main / HEAD); a walked side
@@ -38,9 +40,11 @@ def history(
     """
     if fmt not in FORMATS:
         raise BraxDiffError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    from ..config import load_settings
     from ..factcache import FactCache, cache_root
     from ..history import HistoryRequest, render_json, render_markdown, run_history
     from ..sources import Repository
+    from .common import user_mapping
 
     settings = load_settings(brax_repo=brax_repo, playground_repo=playground_repo, slm_repo=slm_repo,
                              spec=spec, mapping=mapping, cache_dir=cache_dir)
@@ -58,7 +62,3 @@ def history(
     hits = f"; cache {cache.hits} hits, {cache.misses} misses" if cache else ""
     print(f"history: {engine.parsed} extractions parsed{hits}", file=sys.stderr)
 
-
-def register(app: typer.Typer) -> None:
-    """Add `history` to the app."""
-    app.command("history")(history)

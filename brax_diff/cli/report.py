@@ -7,25 +7,18 @@ difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
 
-import typer
-
-from ..config import Settings, load_settings
 from ..errors import BraxDiffError
-from ..io import (check_writable, finish_interrupted_writes, interrupted_writes, read_json, read_text,
-                  write_all, write_atomic)
-from ..session import head_warnings, open_snapshots
-from .common import parse_sets, print_json, stdout_console, user_mapping
 
-# Rendering, rules and the cache (Jinja and their own start-up work) are imported by the
-# commands that use them, so `brax-diff extract` starts without them.
+# Everything else (settings, git, rendering, rules, the cache: Jinja, GitPython, PyYAML and
+# their own start-up work) is imported by the functions that use it, so `brax-diff --help`
+# and the other commands start without them.
+TYPE_CHECKING = False  # typing is not imported for this
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..config import Settings
     from ..render import Scope
     from ..review import Move
     from ..story import Story
@@ -42,6 +35,9 @@ class CheckFailed(BraxDiffError):
 def _imported_on_call(module: str, name: str):
     """A stand-in for the class ``module.name`` that imports it when first called; a module
     that cannot be found is the error now, before any work."""
+    import importlib
+    import importlib.util
+
     try:
         found = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -80,6 +76,8 @@ def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
 
 def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool) -> dict[str, Path | None]:
     """Where each format goes: {"md": path, "json": path}; None means stdout."""
+    from pathlib import Path
+
     wanted = ("md", "json") if fmt == "both" else (fmt,)
     if output == "-":
         if several or fmt == "both":
@@ -104,57 +102,23 @@ def sibling(path: Path, kind: str) -> Path:
     return report_file(path.with_suffix(""), kind)
 
 
-def report_command(
-    brax: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref, or WORKTREE for the files "
-                                       "on disk (default: main)."),
-    playground: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
-                                             help="MuJoCo Playground ref or WORKTREE (default: main)."),
-    slm: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD in "
-                                      "an SLM-Lab checkout, else master)."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Brax repository: path or URL "
-                                            "(default: google/brax on GitHub)."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo", help="Playground repository: path "
-                                                  "or URL (default: google-deepmind/mujoco_playground)."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="SLM-Lab repository: path or URL (default: "
-                                           "this checkout when it is SLM-Lab's, else kengz/SLM-Lab)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file inside the SLM-Lab repository."),
-    family: Optional[str] = typer.Option(None, "--family", help="One family (default: every family)."),
-    env: Optional[str] = typer.Option(None, "--env", help="One registered environment instead of a family."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="SLM-Lab spec variant (default: the mapped one)."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", help="KEY=VALUE for a ${KEY} placeholder in the "
-                                             "SLM-Lab spec, like SLM-Lab's -s (repeatable)."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
-    mapping: Optional[str] = typer.Option(None, "--mapping", help="Variant -> family/env mapping YAML "
-                                          "replacing the shipped one."),
-    fmt: str = typer.Option("both", "--format", help="md, json or both; with --check, github prints each "
-                            "change as a GitHub Actions annotation on the report file."),
-    output: Optional[str] = typer.Option(None, "--output",
-                                         help="Directory (default reports/), a .md/.json file for one scope, or -."),
-    previous: Optional[str] = typer.Option(None, "--previous",
-                                           help="Previous report JSON (default: the JSON at the output path)."),
-    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 when the files on disk are stale."),
-    summary: Optional[str] = typer.Option(None, "--summary", help="Write a Markdown table of what moved since the "
-                                          "reports on disk (key, scope, was -> now, classification, both lines) "
-                                          "to this file, e.g. a pull request's body."),
-    fail_on: Optional[str] = typer.Option(None, "--fail-on", help="Exit 1 when a difference at or above "
-                                          "this severity exists (CRITICAL, IMPORTANT, MINOR)."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when a compared key is unknown on either side "
-                                "(the code's shape at a ref is not read)."),
-    verification: Optional[str] = typer.Option(None, "--verification",
-                                               help="A verify.json from `brax-diff verify`: its verdicts join "
-                                               "the report."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Extract everything again; do not read or write "
-                                  "the fact cache."),
-    verify: bool = typer.Option(False, "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
-                                "environment first and show the verdicts (needs the verify extra)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors (no progress, "
-                               "summary or list of files written)."),
-) -> None:
+def report_command(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
+                   brax_repo: str | None = None, playground_repo: str | None = None, slm_repo: str | None = None,
+                   spec: str | None = None, family: str | None = None, env: str | None = None,
+                   variant: str | None = None, sets: list[str] | None = None, rules: str | None = None,
+                   mapping: str | None = None, fmt: str = "both", output: str | None = None,
+                   previous: str | None = None, check: bool = False, summary: str | None = None,
+                   fail_on: str | None = None, strict: bool = False, verification: str | None = None,
+                   no_cache: bool = False, verify: bool = False, quiet: bool = False) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
+    from ..config import load_settings
+    from ..io import interrupted_writes, write_all, write_atomic
     from ..render import FORMATS, worst_at_or_above
     from ..review import github_annotations, markdown_summary, source_moves
     from ..rules import SEVERITIES, load_rules
+    from ..session import head_warnings, open_snapshots
     from ..story import Story
+    from .common import parse_sets
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
@@ -234,14 +198,11 @@ def report_command(
                           + ("; ..." if len(unknown) > 8 else ""))
 
 
-@dataclass
 class ScopeResult:
     """One scope's report: its model, the report it replaces (on disk), its files and texts."""
 
-    name: str
-    model: dict
-    previous: dict | None
-    files: list[tuple[Path | None, str]]
+    def __init__(self, name: str, model: dict, previous: dict | None, files: list[tuple[Path | None, str]]) -> None:
+        self.name, self.model, self.previous, self.files = name, model, previous, files
 
     def moves(self) -> list[Move]:
         from ..render import render_markdown
@@ -256,12 +217,16 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
                   no_cache, check) -> list[ScopeResult]:
     """Every scope's report."""
+    from pathlib import Path
+
     from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
     from ..permalinks import LinkCache, line_commits
     from ..render import generate, read_previous, render_json, render_markdown, verification_entries
+    from ..io import check_writable, finish_interrupted_writes
     from ..worktree import refresh_sources
+    from .common import user_mapping
 
     brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
     mapping = user_mapping(settings.mapping)
@@ -324,6 +289,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
 
 def _read_verification(path: str) -> dict:
     """A verify.json (read within limits) whose structure the report can show, else one error line."""
+    from ..io import read_json
     from ..verification import check_result
 
     return check_result(read_json(path, "--verification"), f"--verification {path}")
@@ -338,6 +304,8 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
     """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
     or cpu), all_fixes being the variant `brax-diff fix` writes (verify's default); the
     result's JSON."""
+    from pathlib import Path
+
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.plan import resolve_options
 
@@ -400,6 +368,8 @@ def _stale(rendered: list[tuple[Path | None, str]], models: dict,
 
 def _text_on_disk(path: Path) -> str | None:
     """The report file's text; None when it is not there (``--check`` calls that stale)."""
+    from ..io import read_text
+
     if not path.exists():
         return None
     try:
@@ -408,13 +378,12 @@ def _text_on_disk(path: Path) -> str | None:
         return None
 
 
-def rules_command(
-    fmt: str = typer.Option("table", "--format", help="table, md (docs/rules.md) or json."),
-    rules: Optional[str] = typer.Option(None, "--rules", help="Rules YAML merged over the shipped table."),
-) -> None:
+def rules_command(*, fmt: str = "table", rules: str | None = None) -> None:
     """Print the rule table (shipped, merged with --rules or the configured rules file)."""
+    from ..config import load_settings
     from ..render import render_rules_markdown
     from ..rules import load_rules
+    from .common import print_json, stdout_console
 
     if fmt not in RULE_FORMATS:
         raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(RULE_FORMATS)})")
@@ -436,10 +405,50 @@ def rules_command(
     stdout_console().print(out)
 
 
-def register(app: typer.Typer) -> None:
+def register(app) -> None:
     """Add `report` and `rules` to the app."""
-    app.command("report")(report_command)
-    app.command("rules")(rules_command)
+    command = app.command("report", report_command)
+    command.option("brax", "--brax", "--brax-ref", help="Brax ref, or WORKTREE for the files on disk (default: main).")
+    command.option("playground", "--playground", "--playground-ref",
+                   help="MuJoCo Playground ref or WORKTREE (default: main).")
+    command.option("slm", "--slm", "--slm-ref", help="SLM-Lab ref or WORKTREE (default: HEAD in "
+                   "an SLM-Lab checkout, else master).")
+    command.option("brax_repo", "--brax-repo", help="Brax repository: path or URL (default: google/brax on GitHub).")
+    command.option("playground_repo", "--playground-repo", help="Playground repository: path "
+                   "or URL (default: google-deepmind/mujoco_playground).")
+    command.option("slm_repo", "--slm-repo", help="SLM-Lab repository: path or URL (default: "
+                   "this checkout when it is SLM-Lab's, else kengz/SLM-Lab).")
+    command.option("spec", "--spec", help="SLM-Lab spec file inside the SLM-Lab repository.")
+    command.option("family", "--family", help="One family (default: every family).")
+    command.option("env", "--env", help="One registered environment instead of a family.")
+    command.option("variant", "--variant", help="SLM-Lab spec variant (default: the mapped one).")
+    command.option("sets", "--set", repeat=True, help="KEY=VALUE for a ${KEY} placeholder in the "
+                   "SLM-Lab spec, like SLM-Lab's -s (repeatable).")
+    command.option("rules", "--rules", help="Rules YAML merged over the shipped table.")
+    command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML replacing the shipped one.")
+    command.option("fmt", "--format", help="md, json or both; with --check, github prints each "
+                   "change as a GitHub Actions annotation on the report file.")
+    command.option("output", "--output", help="Directory (default reports/), a .md/.json file for one scope, or -.")
+    command.option("previous", "--previous", help="Previous report JSON (default: the JSON at the output path).")
+    command.flag("check", "--check", help="Write nothing; exit 1 when the files on disk are stale.")
+    command.option("summary", "--summary", help="Write a Markdown table of what moved since the "
+                   "reports on disk (key, scope, was -> now, classification, both lines) "
+                   "to this file, e.g. a pull request's body.")
+    command.option("fail_on", "--fail-on", help="Exit 1 when a difference at or above "
+                   "this severity exists (CRITICAL, IMPORTANT, MINOR).")
+    command.flag("strict", "--strict", help="Exit 1 when a compared key is unknown on either side "
+                 "(the code's shape at a ref is not read).")
+    command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "
+                   "join the report.")
+    command.flag("no_cache", "--no-cache", help="Extract everything again; do not read or write the fact cache.")
+    command.flag("verify", "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
+                 "environment first and show the verdicts (needs the verify extra).")
+    command.flag("quiet", "--quiet", "-q", help="Print only warnings and errors (no progress, "
+                 "summary or list of files written).")
+
+    command = app.command("rules", rules_command)
+    command.option("fmt", "--format", help="table, md (docs/rules.md) or json.")
+    command.option("rules", "--rules", help="Rules YAML merged over the shipped table.")
 
 
 __all__ = ["register", "load_extractors"]

@@ -3,70 +3,80 @@ Brax's trainer, and how much of that gap the report's fixes close."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import List, Optional
-
-import typer
+import sys
 
 from ..errors import BraxDiffError
+from .parser import integer, path as path_type
+
+TYPE_CHECKING = False  # typing is not imported for this
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
-def register(app: typer.Typer) -> None:
+def register(app) -> None:
     """Add this module's commands to the app."""
-    app.command("verify")(verify)
+    command = app.command("verify", verify)
+    command.flag("plan_only", "--plan", help="Print the plan, its env steps and estimated time, and stop "
+                 "(needs no torch or jax).")
+    command.option("preset", "--preset", help="cpu (a 2-core machine, under 30 min) or gpu; "
+                   "explicit flags override its values.")
+    command.option("env", "--env", repeat=True, help="MuJoCo Playground environment (repeatable).")
+    command.option("seeds", "--seeds", type=integer, help="Seeds per arm (default 5).")
+    command.option("budget", "--budget", type=integer, help="Env steps per run, rounded up to whole updates "
+                   "of every arm (default 1,000,000).")
+    command.option("arms", "--arms", help="Arm groups: gap, loo, variants (default gap,loo).")
+    command.option("num_envs", "--num-envs", type=integer, help="Run every arm with this many envs, each side "
+                   "keeping its minibatch count, epochs and unroll shape.")
+    command.option("evals", "--evals", type=integer, help="Evaluation checkpoints after step 0 (default 10).")
+    command.option("eval_envs", "--eval-envs", type=integer, help="Evaluation episodes per checkpoint "
+                   "(default 32).")
+    command.flag("deterministic", "--deterministic", help="Evaluate the policy's mode, not samples "
+                 "(Brax's default is stochastic).")
+    command.option("keys", "--keys", help="Only these differing keys are moved: K,K,...")
+    command.option("overrides", "--set", repeat=True, help="NAME=VALUE (repeatable): a trainer setting "
+                   "for every run, or an SLM-Lab spec variable such as max_frame.")
+    command.flag("no_reference", "--no-reference", help="Skip the runs of Brax's own trainer.")
+    command.flag("retry_failed", "--retry-failed", help="Rerun runs recorded as failed.")
+    command.option("jobs", "--jobs", type=integer, help="Runs at once, each in a process of its own "
+                   "(default 1; the cpu preset: 2, one per core).")
+    command.option("throughput", "--throughput", type=path_type, help="Measured throughput (TOML from "
+                   "benchmarks/bench_trainers.py) for the time estimate.")
+    command.option("cache", "--cache", type=path_type, help="Run cache (default .brax-diff-cache/verify).")
+    command.option("output", "--output", type=path_type, help="verify.json and plots/ go here.")
+    command.option("fmt", "--format", help="text or json.")
+    command.option("brax_json", "--brax-json", type=path_type, help="A saved brax Extraction instead of the repo.")
+    command.option("slm_json", "--slm-json", type=path_type, help="A saved slm Extraction instead of the repo.")
+    command.option("brax_repo", "--brax-repo", help="Path or URL of google/brax.")
+    command.option("brax_ref", "--brax", "--brax-ref", help="Brax ref (default: main).")
+    command.option("playground_repo", "--playground-repo", help="Path or URL of google-deepmind/mujoco_playground.")
+    command.option("playground_ref", "--playground", "--playground-ref", help="MuJoCo Playground ref (default: main).")
+    command.option("slm_repo", "--slm-repo", help="Path or URL of SLM-Lab.")
+    command.option("slm_ref", "--slm", "--slm-ref", help="SLM-Lab ref (default: HEAD).")
+    command.option("spec", "--spec", help="SLM-Lab spec file.")
+    command.option("variant", "--variant", "--slm-variant", help="SLM-Lab spec variant, e.g. one `brax-diff fix` "
+                   "wrote (default: the mapped one).")
+    command.option("all_fixes", "--all-fixes", help="What the all_fixes arm trains: spec (the "
+                   "variant `brax-diff fix` writes for the same --keys; the default with a "
+                   "repository) or settings (every difference the trainer can express "
+                   "moved to Brax's value; the only choice with --slm-json).")
+    command.flag("quiet", "--quiet", help="No progress bar.")
 
 
-def verify(
-    plan_only: bool = typer.Option(False, "--plan", help="Print the plan, its env steps and estimated time, and stop "
-                                   "(needs no torch or jax)."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="cpu (a 2-core machine, under 30 min) or gpu; "
-                                         "explicit flags override its values."),
-    env: Optional[List[str]] = typer.Option(None, "--env", help="MuJoCo Playground environment (repeatable)."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per arm (default 5)."),
-    budget: Optional[int] = typer.Option(None, "--budget", help="Env steps per run, rounded up to whole updates "
-                                         "of every arm (default 1,000,000)."),
-    arms: Optional[str] = typer.Option(None, "--arms", help="Arm groups: gap, loo, variants (default gap,loo)."),
-    num_envs: Optional[int] = typer.Option(None, "--num-envs", help="Run every arm with this many envs, each side "
-                                           "keeping its minibatch count, epochs and unroll shape."),
-    evals: Optional[int] = typer.Option(None, "--evals", help="Evaluation checkpoints after step 0 (default 10)."),
-    eval_envs: Optional[int] = typer.Option(None, "--eval-envs", help="Evaluation episodes per checkpoint "
-                                            "(default 32)."),
-    deterministic: bool = typer.Option(False, "--deterministic", help="Evaluate the policy's mode, not samples "
-                                       "(Brax's default is stochastic)."),
-    keys: Optional[str] = typer.Option(None, "--keys", help="Only these differing keys are moved: K,K,..."),
-    overrides: Optional[List[str]] = typer.Option(None, "--set", help="NAME=VALUE (repeatable): a trainer setting "
-                                                  "for every run, or an SLM-Lab spec variable such as max_frame."),
-    no_reference: bool = typer.Option(False, "--no-reference", help="Skip the runs of Brax's own trainer."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs recorded as failed."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once, each in a process of its own "
-                                       "(default 1; the cpu preset: 2, one per core)."),
-    throughput: Optional[Path] = typer.Option(None, "--throughput", help="Measured throughput (TOML from "
-                                              "benchmarks/bench_trainers.py) for the time estimate."),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Run cache (default .brax-diff-cache/verify)."),
-    output: Path = typer.Option(Path("reports/verify"), "--output", help="verify.json and plots/ go here."),
-    fmt: str = typer.Option("text", "--format", help="text or json."),
-    brax_json: Optional[Path] = typer.Option(None, "--brax-json", help="A saved brax Extraction instead of the repo."),
-    slm_json: Optional[Path] = typer.Option(None, "--slm-json", help="A saved slm Extraction instead of the repo."),
-    brax_repo: Optional[str] = typer.Option(None, "--brax-repo", help="Path or URL of google/brax."),
-    brax_ref: Optional[str] = typer.Option(None, "--brax", "--brax-ref", help="Brax ref (default: main)."),
-    playground_repo: Optional[str] = typer.Option(None, "--playground-repo",
-                                                  help="Path or URL of google-deepmind/mujoco_playground."),
-    playground_ref: Optional[str] = typer.Option(None, "--playground", "--playground-ref",
-                                                 help="MuJoCo Playground ref (default: main)."),
-    slm_repo: Optional[str] = typer.Option(None, "--slm-repo", help="Path or URL of SLM-Lab."),
-    slm_ref: Optional[str] = typer.Option(None, "--slm", "--slm-ref", help="SLM-Lab ref (default: HEAD)."),
-    spec: Optional[str] = typer.Option(None, "--spec", help="SLM-Lab spec file."),
-    variant: Optional[str] = typer.Option(None, "--variant", "--slm-variant",
-                                          help="SLM-Lab spec variant, e.g. one `brax-diff fix` wrote (default: the "
-                                          "mapped one)."),
-    all_fixes: Optional[str] = typer.Option(None, "--all-fixes", help="What the all_fixes arm trains: spec (the "
-                                            "variant `brax-diff fix` writes for the same --keys; the default with a "
-                                            "repository) or settings (every difference the trainer can express "
-                                            "moved to Brax's value; the only choice with --slm-json)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-) -> None:
+def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str] | None = None,
+           seeds: int | None = None, budget: int | None = None, arms: str | None = None,
+           num_envs: int | None = None, evals: int | None = None, eval_envs: int | None = None,
+           deterministic: bool = False, keys: str | None = None, overrides: list[str] | None = None,
+           no_reference: bool = False, retry_failed: bool = False, jobs: int | None = None,
+           throughput: Path | None = None, cache: Path | None = None, output: Path | str = "reports/verify",
+           fmt: str = "text", brax_json: Path | None = None, slm_json: Path | None = None,
+           brax_repo: str | None = None, brax_ref: str | None = None, playground_repo: str | None = None,
+           playground_ref: str | None = None, slm_repo: str | None = None, slm_ref: str | None = None,
+           spec: str | None = None, variant: str | None = None, all_fixes: str | None = None,
+           quiet: bool = False) -> None:
     """Plan and run baseline / all_fixes / leave-one-out / reference trainings: the gap to Brax's
     trainer, the fraction the fixes close, and a verdict per fix."""
+    from pathlib import Path
+
     from ..config import load_settings
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.costs import estimate, load_throughput
@@ -75,6 +85,7 @@ def verify(
     from ..verify.settings import split_sets
     from .common import print_json
 
+    output = Path(output)
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
     trainer_overrides, spec_sets = split_sets(overrides)
@@ -111,7 +122,7 @@ def verify(
         if fmt == "json":
             print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS))
         else:
-            typer.echo(plan.render(cost), nl=False)
+            _echo(plan.render(cost), nl=False)
         return
     missing = training_stack_missing()
     if missing:
@@ -120,13 +131,20 @@ def verify(
     from ..verify.runner import render
 
     if not quiet:
-        typer.echo(cost.render(), err=True)
+        _echo(cost.render(), err=True)
         for warning in plan.warnings:
-            typer.echo(f"warning: {warning}", err=True)
+            _echo(f"warning: {warning}", err=True)
     result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
                       retry_failed=retry_failed, jobs=jobs)
     if fmt == "json":
         print_json(result.to_json())
     else:
-        typer.echo(render(result), nl=False)
-        typer.echo(f"results: {output / 'verify.json'}")
+        _echo(render(result), nl=False)
+        _echo(f"results: {output / 'verify.json'}")
+
+
+def _echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """One piece of output, flushed at once (as click.echo did), so stdout and stderr keep their order."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + ("\n" if nl else ""))
+    stream.flush()
