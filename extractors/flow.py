@@ -558,7 +558,6 @@ class Engine:
         self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
         self._ats: dict[tuple, frozenset] = {}  # the same, as a value's lines
-        self._strings: dict[int, Any] = {}
         self.builtins = _builtins(self)
 
     # -- entry points --------------------------------------------------------------------
@@ -1238,9 +1237,7 @@ class Engine:
         if type(node) is cst.Imaginary:
             return V(complex(node.value.replace("_", "")), self._at(frame, node))
         if type(node) in (cst.SimpleString, cst.ConcatenatedString):
-            value = self._strings.get(id(node), self._strings)
-            if value is self._strings:
-                value = self._strings[id(node)] = node.evaluated_value
+            value = frame.module.source.string(node)
             return V(value if isinstance(value, str) else None, self._at(frame, node))
         if type(node) is cst.FormattedString:
             parts = []

@@ -156,6 +156,23 @@ class PyModule:
             text = codes[node] = self.module.code_for_node(node).strip()
         return text
 
+    def string(self, node: cst.CSTNode) -> Any:
+        """A string literal's ``evaluated_value`` (str or bytes; None when libcst cannot
+        evaluate it), kept per node: libcst evaluates it with ``ast.literal_eval`` each
+        time, and every run and variant reads the same literals."""
+        values = self.__dict__.setdefault("_strings", {})
+        if node in values:
+            return values[node]
+        value = values[node] = node.evaluated_value
+        return value
+
+    def of_kinds(self, kinds: tuple[type, ...]) -> tuple[cst.CSTNode, ...]:
+        """The nodes of these types, in :meth:`walk` order (kept per tuple of types)."""
+        found = self.__dict__.setdefault("_kinds", {})
+        if kinds not in found:
+            found[kinds] = tuple(node for node in self.positions if isinstance(node, kinds))
+        return found[kinds]
+
     def literal_or_code(self, node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
         """The literal value, or ``Code('...')`` wrapping the source text when not literal.
 
