@@ -41,7 +41,7 @@ import libcst as cst
 from brax_diff.errors import SourceError
 from brax_diff.facts import Provenance
 
-from .pyast import PyModule, dotted_name, parse_file
+from .pyast import PyModule, dotted_name, parse_file, paused_gc
 
 # Limits: a run that goes past them stops with an Unknown instead of taking forever.
 STEP_BUDGET = 400_000  # expressions and statements evaluated per run
@@ -55,14 +55,23 @@ MAX_OPTIONS = 8  # alternatives one Phi may hold
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
+_NO_LINES: frozenset = frozenset()
+
+
 class V:
     """A value and the lines that made it. ``data`` is a Python constant (int, float,
     str, bool, None), a tuple/list of V, a dict of constant keys to V, or one of the
-    engine's own kinds (Sym, Phi, Unknown, functions, classes, instances, modules)."""
+    engine's own kinds (Sym, Phi, Unknown, functions, classes, instances, modules).
 
-    data: Any
-    lines: frozenset = frozenset()
+    Immutable by convention, compared by identity. A slotted class rather than a frozen
+    dataclass: a run makes millions of them, and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) was a tenth of a cold run."""
+
+    __slots__ = ("data", "lines")
+
+    def __init__(self, data: Any, lines: frozenset = _NO_LINES) -> None:
+        self.data = data
+        self.lines = lines
 
     def __repr__(self) -> str:
         return f"V({self.data!r})"
@@ -72,7 +81,6 @@ class V:
         return self if extra <= self.lines else V(self.data, self.lines | extra)
 
 
-@dataclass(frozen=True, eq=False)
 class Sym:
     """A runtime value the engine does not compute: ``op`` says how it was made.
 
@@ -83,10 +91,13 @@ class Sym:
     arithmetic with at least one symbolic operand.
     """
 
-    op: str
-    name: str = ""
-    args: tuple = ()
-    kwargs: tuple = ()  # ((name, V), ...)
+    __slots__ = ("op", "name", "args", "kwargs")  # immutable by convention, like V
+
+    def __init__(self, op: str, name: str = "", args: tuple = (), kwargs: tuple = ()) -> None:
+        self.op = op
+        self.name = name
+        self.args = args
+        self.kwargs = kwargs  # ((name, V), ...)
 
     def __repr__(self) -> str:
         return describe(V(self))
@@ -546,7 +557,7 @@ class Engine:
         self._codes: dict[int, str] = {}
         self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
-        self._strings: dict[int, Any] = {}
+        self._ats: dict[tuple, frozenset] = {}  # the same, as a value's lines
         self.builtins = _builtins(self)
 
     # -- entry points --------------------------------------------------------------------
@@ -564,7 +575,8 @@ class Engine:
         """A top-level name of a module (None when it does not define it)."""
         self.steps = 0
         try:
-            return self._module_name(module, name)
+            with paused_gc():
+                return self._module_name(module, name)
         except OutOfBudget:
             return unknown(f"more than {STEP_BUDGET} steps evaluating {module.dotted}.{name}")
 
@@ -598,7 +610,8 @@ class Engine:
         self.steps = 0
         frames: list[Frame] = []
         try:
-            result = self._call(fn, list(args), dict(kwargs), None, None, keep=frames)
+            with paused_gc():
+                result = self._call(fn, list(args), dict(kwargs), None, None, keep=frames)
         except OutOfBudget:
             return unknown(f"more than {STEP_BUDGET} steps evaluating {describe(fn)}"), None
         except Raised as error:
@@ -1202,7 +1215,11 @@ class Engine:
         return text
 
     def _at(self, frame: Frame, node: cst.CSTNode) -> frozenset:
-        return frozenset((self.where(frame.module, node),))
+        key = (frame.module.path, id(node))
+        found = self._ats.get(key)
+        if found is None:
+            found = self._ats[key] = frozenset((self.where(frame.module, node),))
+        return found
 
     def _eval(self, node: cst.CSTNode, frame: Frame) -> V:
         self._tick()
@@ -1220,9 +1237,7 @@ class Engine:
         if type(node) is cst.Imaginary:
             return V(complex(node.value.replace("_", "")), self._at(frame, node))
         if type(node) in (cst.SimpleString, cst.ConcatenatedString):
-            value = self._strings.get(id(node), self._strings)
-            if value is self._strings:
-                value = self._strings[id(node)] = node.evaluated_value
+            value = frame.module.source.string(node)
             return V(value if isinstance(value, str) else None, self._at(frame, node))
         if type(node) is cst.FormattedString:
             parts = []

@@ -522,9 +522,8 @@ class _VariantFacts:
             if module is None:
                 continue
             wanted = {p.line for p in lines if p.path == path}
-            for node in module.walk():
-                if isinstance(node, (flow.cst.Assign, flow.cst.Return, flow.cst.AugAssign)) and \
-                        module.line(node) in wanted:
+            for node in module.of_kinds((flow.cst.Assign, flow.cst.Return, flow.cst.AugAssign)):
+                if module.line(node) in wanted:
                     text = " ".join(module.code(node).split())
                     if text not in out:
                         out.append(text)

@@ -91,3 +91,123 @@ def test_deeply_nested_code_stops_at_a_limit_naming_the_line(source, message):
 def test_a_flat_chain_libcst_nests_is_a_syntax_error():
     with pytest.raises(SyntaxError, match=r"^f.py: cannot parse: nested deeper than the recursion limit$"):
         PyModule("x = " + " and ".join(["a"] * 5000) + "\n", "f.py")
+
+
+# -- start lines without libcst's PositionProvider (issue 14) ------------------------------
+
+_LINES_SOURCE = '''"""Module docstring
+over two lines."""
+import os  # comment
+
+
+@decorator(
+    arg=1,
+)
+def f(a,
+      b=(1,
+         2),
+      *, c="x\\
+y"):
+    x = """a
+b"""; y = 2
+    if a and \\
+            b:
+        return [
+            a,
+            b,
+        ]
+    elif c:  # comment
+        pass
+    else:
+        z = {"k": (lambda q: q)(
+            3)}
+    return f"{a}" + \\
+        'tail'
+
+
+class C(Base,
+        metaclass=M):
+    attr: int = 3
+
+    async def g(self):
+        async with x as y, z:
+            await y
+\r
+w = 1\r\nv = 2\r'''
+
+
+def _provider_lines(module):
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {node: pos.start.line for node, pos in positions.items()}
+
+
+@pytest.mark.parametrize("source", [_LINES_SOURCE, "", "\n", "x = 1", "# only a comment\n\n", "if x:\n    pass\n"])
+def test_start_lines_match_libcsts_position_provider(source):
+    """PyModule's lean codegen state gives every node PositionProvider's start line, and
+    visits the nodes in the provider's order (walk() relies on it)."""
+    import libcst as cst
+
+    from extractors.pyast import start_lines
+
+    module = cst.parse_module(source)
+    lean, expected = start_lines(module), _provider_lines(module)
+    assert list(lean) == list(expected)
+    assert lean == expected
+
+
+def test_start_lines_match_on_upstream_files():
+    """The same on every Python file of a real checkout (the extractors' own package here)."""
+    from pathlib import Path
+
+    import libcst as cst
+
+    from extractors.pyast import start_lines
+
+    root = Path(__file__).resolve().parent.parent
+    files = sorted((root / "extractors").glob("*.py")) + sorted((root / "brax_diff").glob("*.py"))
+    assert files
+    for path in files:
+        module = cst.parse_module(path.read_text())
+        assert start_lines(module) == _provider_lines(module), path
+
+
+def test_code_and_string_memos_give_libcsts_answers():
+    import libcst as cst
+
+    module = PyModule("x = 'a' 'b'\ny = b'z'\nz = (  1 +\n 2 )\n")
+    strings = [n for n in module.positions if isinstance(n, (cst.SimpleString, cst.ConcatenatedString))]
+    for node in strings:
+        assert module.string(node) == node.evaluated_value
+        assert module.string(node) == node.evaluated_value  # from the memo
+    binary = next(n for n in module.positions if isinstance(n, cst.BinaryOperation))
+    assert module.code(binary) == module.module.code_for_node(binary).strip() == module.code(binary)
+    kinds = (cst.Assign,)
+    assert module.of_kinds(kinds) == tuple(n for n in module.walk() if isinstance(n, kinds))
+    assert module.of_kinds(kinds) is module.of_kinds(kinds)
+
+
+def test_paused_gc_is_reentrant_and_restores_the_collector():
+    import gc
+
+    from extractors.pyast import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block leaves the outer pause alone
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with paused_gc():
+            raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()  # a collector the caller turned off stays off
+    finally:
+        gc.enable()
