@@ -500,8 +500,8 @@ _TEMPLATES = sandbox(finalize=_finalize)
 
 
 def _compile_template(source: str | None, where: str) -> None:
-    if source is None:
-        return
+    if source is None or source in _shipped_template_sources():
+        return  # the shipped table's templates are checked by its tests, not on every run
     try:
         check_template(_TEMPLATES, source)
     except TemplateError as exc:
@@ -667,6 +667,30 @@ def _shipped_rules(mtime_ns: int) -> tuple[dict, dict[int, int]]:
         return loader.construct_document(node), _rule_lines(node)
     finally:
         loader.dispose()
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_template_sources() -> frozenset[str]:
+    """Every string under a shipped rule's ``fix`` (as written and whitespace-folded):
+    ``tests/test_rules.py`` passes each through the sandbox's check, so loading the table
+    need not compile 63 templates a run that renders a few dozen fixes never uses."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            found.update((value, " ".join(value.split())))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    data, _ = _shipped_rules(SHIPPED_RULES.stat().st_mtime_ns)
+    for raw in data.get("rules", []):
+        if isinstance(raw, dict):
+            walk(raw.get("fix"))
+    return frozenset(found)
 
 
 def load_rules(user_file: str | Path | None = None) -> RuleTable:

@@ -57,6 +57,28 @@ def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
     assert len(fast[1]) == 34 and min(fast[1].values()) > 1
 
 
+def test_every_shipped_fix_template_passes_the_sandbox_check():
+    # Loading trusts the shipped templates (rules._shipped_template_sources); this is the check.
+    from brax_diff import rules
+    from brax_diff.sandbox import check_template
+
+    sources = rules._shipped_template_sources()
+    templates = [s for s in sources if "{" in s]
+    assert len(templates) >= 20  # 21 of them hold Jinja syntax
+    for source in sorted(sources):
+        check_template(rules._TEMPLATES, source)
+
+
+def test_a_user_file_template_is_still_checked_when_loaded(tmp_path):
+    path = write_rules(tmp_path, """
+        rules:
+          - code: BD033
+            fix: {spec: gamma, text: "{% for x in y %}{{ x }}{% endfor %}"}
+    """)
+    with pytest.raises(ConfigError, match="not allowed"):
+        load_rules(path)
+
+
 # -- classification with values like the real ones ------------------------------------
 
 
