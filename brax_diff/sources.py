@@ -131,6 +131,7 @@ class ObjectIds:
     def __init__(self, repo: "Repository") -> None:
         self.odb = repo.git.odb
         self.trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
+        self.found: dict[tuple[bytes, str], str | None] = {}  # (commit, path): a report asks each many times
 
     def _entries(self, binsha: bytes) -> dict[str, tuple[int, bytes]]:
         found = self.trees.get(binsha)
@@ -146,6 +147,12 @@ class ObjectIds:
 
     def __call__(self, commit, path: str) -> str | None:
         """Blob id of ``path`` at ``commit`` (tree id of ``dir/``); None when absent."""
+        asked = (commit.binsha, path)
+        if asked not in self.found:
+            self.found[asked] = self._look_up(commit, path)
+        return self.found[asked]
+
+    def _look_up(self, commit, path: str) -> str | None:
         want_tree = path.endswith("/")
         parts = [p for p in path.strip("/").split("/") if p]
         mode, sha = _TREE_MODE, commit.tree.binsha
