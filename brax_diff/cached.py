@@ -24,6 +24,18 @@ from .sources import Snapshot
 from .worktree import relink
 
 
+def recall(cache: FactCache, snapshot: Snapshot) -> None:
+    """Give ``snapshot`` what the cache knows at its commit (path ids, the date), so that
+    looking paths up there reads no tree and imports no GitPython. Work trees and overlays
+    answer from other bytes than the commit's, so they are left alone."""
+    if type(snapshot) is not Snapshot:
+        return
+    date, ids = cache.commit_answers(snapshot.sha)
+    snapshot.repository.object_ids.remember(snapshot.sha, ids)
+    if date is not None and snapshot.known_date is None:
+        snapshot.known_date = date
+
+
 class CachedExtractor:
     """``inner``'s methods named in ``methods`` (answering an Extraction) and ``values``
     (answering JSON: a list of names, a name) go through the cache; the rest pass through.
@@ -63,6 +75,8 @@ class CachedExtractor:
 
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
+        for snapshot in self._snapshots.values():
+            self._recall(snapshot)
         hit = self._cache.lookup(recipe, self._ids_now)
         reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
         if reused is not None:
@@ -79,6 +93,8 @@ class CachedExtractor:
             return copy.deepcopy(self._answers[asked])
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version,
                                       {"args": list(args), "kwargs": dict(sorted(kwargs.items()))})
+        for snapshot in self._snapshots.values():
+            self._recall(snapshot)
         hit = self._cache.lookup(recipe, self._ids_now)
         if hit is not None and isinstance(hit.extraction, dict) and set(hit.extraction) == {"value"}:
             self._depend_on(hit)
@@ -99,6 +115,9 @@ class CachedExtractor:
         # The reads so far are a superset of what this call depended on (the extractor
         # parses each file once and shares it between calls): a safe key.
         reads = {side: dict(snap.reads) for side, snap in self._snapshots.items() if snap.reads}
+        for side, snap in self._snapshots.items():
+            if type(snap) is Snapshot and snap.reads:  # ids at its commit, for the next run's lookups
+                self._cache.remember_commit(snap.sha, snap.date, snap.reads)
         self._cache.store(recipe, CachedResult(
             reads=reads, commits={side: snap.sha for side, snap in self._snapshots.items()},
             repos={side: snap.repository.web_url for side, snap in self._snapshots.items()},
@@ -107,6 +126,9 @@ class CachedExtractor:
     def _ids_now(self, side: str, paths: list[str]) -> dict[str, str | None]:
         snapshot = self._snapshots[side]
         return {path: snapshot.object_id(path) for path in paths}
+
+    def _recall(self, snapshot: Snapshot) -> None:
+        recall(self._cache, snapshot)
 
     def _reuse(self, hit: CachedResult) -> Extraction | None:
         """The stored extraction, moved to the commits of this run (same blobs, same lines);

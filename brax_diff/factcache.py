@@ -17,6 +17,11 @@ Layout under ``<root>/facts/v1/<recipe hash>/``::
     pathsets.json      # [{side: [paths...]}, ...] most recent first
     <reads hash>.json  # {"reads", "commits", "repos", "extraction" | "error"}
 
+and, per commit an extraction read, what that commit's tree gives each path read and the
+commit's date, in ``<root>/facts/v1/commits/<sha>.json`` (``{"date", "ids"}``): both are
+fixed by the sha, so a rerun at that commit looks its path sets up without reading a tree
+(or importing GitPython).
+
 Every file is written atomically; an unreadable file is a miss, never an error.
 Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOME/brax-diff
 (``~/.cache/brax-diff``).
@@ -25,6 +30,7 @@ Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOM
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +100,7 @@ class FactCache:
         self.hits = 0
         self.misses = 0
         self._pathsets: dict[str, list[PathSet]] = {}
+        self._commits: dict[str, tuple[str | None, dict[str, str | None]]] = {}
         self.disabled = False  # set when a write failed
 
     @staticmethod
@@ -137,6 +144,35 @@ class FactCache:
                 return result
         self.misses += 1
         return None
+
+    def _commit_file(self, sha: str) -> Path:
+        return self.root / "commits" / f"{sha}.json"
+
+    def commit_answers(self, sha: str) -> tuple[str | None, dict[str, str | None]]:
+        """(date, path -> object id) known at commit ``sha``; (None, {}) when nothing is."""
+        if sha not in self._commits:
+            found = self._load_json(self._commit_file(sha)) if re.fullmatch(r"[0-9a-f]{40,64}", sha) else None
+            ids = found.get("ids") if isinstance(found, dict) else None
+            date = found.get("date") if isinstance(found, dict) else None
+            valid = isinstance(ids, dict) and all(isinstance(k, str) and (v is None or isinstance(v, str))
+                                                  for k, v in ids.items())
+            self._commits[sha] = (date if isinstance(date, str) and valid else None, dict(ids) if valid else {})
+        return self._commits[sha]
+
+    def remember_commit(self, sha: str, date: str, ids: Mapping[str, str | None]) -> None:
+        """Add ``ids`` (each the object id the tree of ``sha`` gives the path) to what is known."""
+        if self.disabled:
+            return
+        _, known = self.commit_answers(sha)
+        if all(known.get(path, "?") == object_id for path, object_id in ids.items()):
+            return
+        merged = {**known, **ids}
+        self._commits[sha] = (date, merged)
+        try:
+            write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}))
+        except BraxDiffError as exc:
+            self.disabled = True
+            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
 
     def store(self, recipe: str, result: CachedResult) -> None:
         """Keep ``result``. The cache only saves time: a write that fails (a full disk, a

@@ -41,7 +41,7 @@ def file_key(repo: str, commit: str, path: str) -> str:
 def _last_change(snapshot: Snapshot, path: str) -> str:
     """The last commit at or before the snapshot's that changed ``path``, when the file there
     is the same blob; else the snapshot's own commit."""
-    done = subprocess.run(["git", "-C", snapshot.repository.git.git_dir, "log", "-1", "--format=%H", snapshot.sha,
+    done = subprocess.run(["git", "-C", snapshot.repository.git_dir, "log", "-1", "--format=%H", snapshot.sha,
                            "--", path], capture_output=True, text=True)
     found = done.stdout.strip()
     if done.returncode != 0 or not found or found == snapshot.sha:
@@ -65,7 +65,7 @@ class LinkCache:
         self._loaded: dict[Path, dict[str, str]] = {}
 
     def _file(self, snapshot: Snapshot) -> Path:
-        shallow = Path(snapshot.repository.git.git_dir) / "shallow"
+        shallow = Path(snapshot.repository.git_dir) / "shallow"
         try:
             boundary = shallow.read_bytes()
         except OSError:

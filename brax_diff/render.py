@@ -233,7 +233,7 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
     built = []
     for row in rows:
         slm = row.slm or Extraction("slm", {}, {})
-        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table)}))
+        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table, fixes=False)}))
     built.sort(key=lambda item: item[0].env)
 
     def cell(c: Classified | None) -> dict | None:

@@ -23,9 +23,10 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import git
-from git.objects.fun import tree_entries_from_data
+if TYPE_CHECKING:
+    import git
 
 from . import limits
 from .errors import SourceError
@@ -101,7 +102,26 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _open(path: Path) -> git.Repo:
+def _locate(path: Path, side: str, location: str) -> tuple[str, bool, str | None]:
+    """(git dir, bare, work tree top) of the repository at ``path``, as git itself sees it (one
+    process, no GitPython); a path that is not a repository's top is a SourceError, as it was
+    when GitPython opened it."""
+    done = subprocess.run(["git", "-C", str(path), "rev-parse", "--absolute-git-dir", "--is-bare-repository",
+                           "--is-inside-git-dir", "--show-cdup"], capture_output=True, text=True)
+    lines = done.stdout.split("\n")
+    here = path.resolve()
+    if done.returncode == 0 and len(lines) >= 3:
+        git_dir, bare, inside = lines[0], lines[1] == "true", lines[2] == "true"
+        if (bare or inside) and here == Path(git_dir).resolve():
+            return git_dir, bare, None if bare else str(Path(git_dir).parent)
+        if not bare and not inside and len(lines) >= 4 and lines[3] == "":  # the work tree's top
+            return git_dir, False, os.path.abspath(path)
+    raise SourceError(f"{side}: {location} is not a git repository")
+
+
+def _open(path: Path) -> "git.Repo":
+    import git
+
     repo = git.Repo(path)
     if not repo.bare:
         # A bare repository with extensions.worktreeConfig keeps core.bare in config.worktree,
@@ -129,13 +149,27 @@ class ObjectIds:
     """
 
     def __init__(self, repo: "Repository") -> None:
-        self.odb = repo.git.odb
+        self.repo = repo
         self.trees: dict[bytes, dict[str, tuple[int, bytes]]] = {}
+        # (commit sha, path) -> id: a report asks for each many times, and the fact cache
+        # knows the answers at the commits it stored (``remember``), so a warm run reads no tree.
+        self.found: dict[tuple[str, str], str | None] = {}
+        self.remembered: set[str] = set()
+
+    def remember(self, sha: str, answers: dict[str, str | None]) -> None:
+        """Answers known at commit ``sha`` (each the id that commit's tree gives the path); once per commit."""
+        if sha in self.remembered:
+            return
+        self.remembered.add(sha)
+        for path, object_id in answers.items():
+            self.found.setdefault((sha, path), object_id)
 
     def _entries(self, binsha: bytes) -> dict[str, tuple[int, bytes]]:
         found = self.trees.get(binsha)
         if found is None:
-            data = self.odb.stream(binsha).read()
+            from git.objects.fun import tree_entries_from_data
+
+            data = self.repo.git.odb.stream(binsha).read()
             found = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
             self.trees[binsha] = found
         return found
@@ -145,7 +179,16 @@ class ObjectIds:
         return sorted(self._entries(bytes.fromhex(tree_id)))
 
     def __call__(self, commit, path: str) -> str | None:
-        """Blob id of ``path`` at ``commit`` (tree id of ``dir/``); None when absent."""
+        """Blob id of ``path`` at ``commit`` (a sha or GitPython's Commit; tree id of ``dir/``);
+        None when absent."""
+        asked = (commit if isinstance(commit, str) else commit.hexsha, path)
+        if asked not in self.found:
+            if isinstance(commit, str):
+                commit = self.repo.git.commit(commit)
+            self.found[asked] = self._look_up(commit, path)
+        return self.found[asked]
+
+    def _look_up(self, commit, path: str) -> str | None:
         want_tree = path.endswith("/")
         parts = [p for p in path.strip("/").split("/") if p]
         mode, sha = _TREE_MODE, commit.tree.binsha
@@ -180,12 +223,32 @@ class Repository:
             path = Path(self.location).expanduser()
             if not path.exists():
                 raise SourceError(f"{side}: repository path {self.location} does not exist")
-        try:
-            self.git = _open(path)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise SourceError(f"{side}: {self.location} is not a git repository") from None
+        self.path = path
+        self.git_dir, self.bare, self.working_tree_dir = _locate(path, side, self.location)
+        self._git: "git.Repo | None" = None
         self.web_url = self._web_url()
         self._object_ids: ObjectIds | None = None
+
+    @property
+    def git(self) -> "git.Repo":
+        """GitPython's repository, opened (and GitPython imported: 0.13 s) on first use: a run
+        the fact cache answers reads no git object and never needs it."""
+        if self._git is None:
+            import git
+
+            try:
+                self._git = _open(Path(self.git_dir) if self.bare else self.path)
+            except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+                raise SourceError(f"{self.side}: {self.location} is not a git repository") from None
+        return self._git
+
+    def git_command(self, *args: str) -> subprocess.CompletedProcess:
+        """``git ARGS`` on this repository (text output, never raising)."""
+        return subprocess.run(["git", "--git-dir", self.git_dir, *args], capture_output=True, text=True)
+
+    def head_sha(self) -> str | None:
+        done = self.git_command("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
 
     @property
     def object_ids(self) -> ObjectIds:
@@ -240,14 +303,11 @@ class Repository:
             found = github_web_url(self.location)
             if found:
                 return found
-        try:
-            origin = self.git.remote("origin")
-            for url in origin.urls:
-                found = github_web_url(url)
-                if found:
-                    return found
-        except (ValueError, git.GitCommandError):
-            pass
+        done = self.git_command("remote", "get-url", "--all", "origin")  # as GitPython's Remote.urls
+        for url in done.stdout.splitlines() if done.returncode == 0 else []:
+            found = github_web_url(url)
+            if found:
+                return found
         return DEFAULT_URLS.get(self.side, self.location)
 
     def resolve(self, ref: str) -> "Snapshot":
@@ -266,11 +326,10 @@ class Repository:
         candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
         reason = ""
         for candidate in candidates:
-            done = subprocess.run(["git", "--git-dir", self.git.git_dir, "rev-parse", "--verify", "--quiet",
-                                   "--end-of-options", f"{candidate}^{{commit}}"], capture_output=True, text=True)
+            done = self.git_command("rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}")
             sha = done.stdout.strip()
             if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
-                return Snapshot(self, self.git.commit(sha), ref)
+                return Snapshot(self, sha, ref)
             reason = reason or (done.stderr.strip().splitlines() or [""])[-1].removeprefix("fatal: ")
         raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}"
                           + (f": {reason}" if reason else ""))
@@ -278,22 +337,35 @@ class Repository:
 
 @dataclass
 class Snapshot:
-    """A repository at one commit; files are read as blobs."""
+    """A repository at one commit; files are read as blobs.
+
+    ``at`` is the commit: its sha, or GitPython's Commit. Given a sha, GitPython is not
+    touched until a tree or blob is read (``commit``), so a run answered from the fact cache
+    never imports it; ``known_date`` is the commit date when a cache already knows it."""
 
     repository: Repository
-    commit: git.Commit
+    at: "git.Commit | str"
     ref: str
     # Everything this snapshot's answers depended on: path -> blob id (None: missing),
     # "dir/" -> tree id for listings. History and the fact cache compare these ids.
     reads: dict[str, str | None] = field(default_factory=dict)
+    known_date: str | None = field(default=None, compare=False)
+
+    @property
+    def commit(self) -> "git.Commit":
+        if isinstance(self.at, str):
+            self.at = self.repository.git.commit(self.at)
+        return self.at
 
     @property
     def sha(self) -> str:
-        return self.commit.hexsha
+        return self.at if isinstance(self.at, str) else self.at.hexsha
 
     @property
     def date(self) -> str:
-        return self.commit.committed_datetime.isoformat()
+        if self.known_date is None:
+            self.known_date = self.commit.committed_datetime.isoformat()
+        return self.known_date
 
     @property
     def side(self) -> str:
@@ -313,7 +385,7 @@ class Snapshot:
 
     def object_id(self, path: str) -> str | None:
         """Blob id of ``path`` (tree id of ``dir/``) at this commit; None when absent. Reads nothing."""
-        return self.repository.object_ids(self.commit, path)
+        return self.repository.object_ids(self.at, path)
 
     def blob_id(self, path: str) -> str | None:
         """Blob id of ``path``; recorded in ``reads``, since the caller's answer depends on it."""

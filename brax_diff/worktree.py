@@ -34,9 +34,9 @@ def git_blob_id(data: bytes) -> str:
 
 def work_tree_root(repository: Repository) -> Path | None:
     """The top of the repository's work tree; None for a bare repository or a URL's clone."""
-    if repository.git.bare or not repository.git.working_tree_dir:
+    if repository.bare or not repository.working_tree_dir:
         return None
-    return Path(repository.git.working_tree_dir)
+    return Path(repository.working_tree_dir)
 
 
 def _disk_bytes(root: Path, path: str) -> bytes | None:
@@ -64,15 +64,14 @@ class WorkTreeSnapshot(Snapshot):
         if root is None:
             raise SourceError(f"{repository.side}: {WORKTREE} reads a checkout's files, and {repository.location} "
                               "has no work tree (a bare repository or a URL); give the checkout's path")
-        try:
-            commit = repository.git.head.commit
-        except ValueError:
-            raise SourceError(f"{repository.side}: {repository.location} has no commit yet") from None
+        commit = repository.head_sha()
+        if commit is None:
+            raise SourceError(f"{repository.side}: {repository.location} has no commit yet")
         return cls(repository, commit, WORKTREE)
 
     @property
     def root(self) -> Path:
-        return Path(self.repository.git.working_tree_dir)
+        return Path(self.repository.working_tree_dir)
 
     def committed_id(self, path: str) -> str | None:
         """The object id of ``path`` at HEAD's commit."""
@@ -163,7 +162,7 @@ def head_differs(snapshot: Snapshot, flag: str) -> str | None:
     if snapshot.ref != "HEAD" or isinstance(snapshot, WorkTreeSnapshot):
         return None
     root = work_tree_root(snapshot.repository)
-    if root is None or snapshot.repository.git.head.commit.hexsha != snapshot.sha:
+    if root is None or snapshot.repository.head_sha() != snapshot.sha:
         return None
     differ = []
     for path, committed in sorted(snapshot.reads.items()):

@@ -49,6 +49,36 @@ def test_shipped_rules_are_complete():
         assert all(case.then in SEVERITIES for case in rule.cases)
 
 
+def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
+    from brax_diff import rules
+
+    fast = rules._shipped_rules(rules.SHIPPED_RULES.stat().st_mtime_ns)
+    assert fast == rules._read_yaml(rules.SHIPPED_RULES)  # data and each rule's line
+    assert len(fast[1]) == 34 and min(fast[1].values()) > 1
+
+
+def test_every_shipped_fix_template_passes_the_sandbox_check():
+    # Loading trusts the shipped templates (rules._shipped_template_sources); this is the check.
+    from brax_diff import rules
+    from brax_diff.sandbox import check_template
+
+    sources = rules._shipped_template_sources()
+    templates = [s for s in sources if "{" in s]
+    assert len(templates) >= 20  # 21 of them hold Jinja syntax
+    for source in sorted(sources):
+        check_template(rules._TEMPLATES, source)
+
+
+def test_a_user_file_template_is_still_checked_when_loaded(tmp_path):
+    path = write_rules(tmp_path, """
+        rules:
+          - code: BD033
+            fix: {spec: gamma, text: "{% for x in y %}{{ x }}{% endfor %}"}
+    """)
+    with pytest.raises(ConfigError, match="not allowed"):
+        load_rules(path)
+
+
 # -- classification with values like the real ones ------------------------------------
 
 
@@ -64,6 +94,15 @@ def test_dm_control_values_classify_like_the_code_says():
     assert c["policy_hidden_layers"].severity == "MINOR"
     assert c["kernel_init"].severity == "MINOR"
     assert c["minibatch_transitions"].severity == "MINOR"  # follows from the batch while batches differ
+
+
+def test_classify_without_fixes_keeps_every_severity_and_leaves_fixes_out():
+    brax, slm = brax_extraction(), slm_extraction()
+    full = classify(compare(brax, slm), load_rules())
+    bare = classify(compare(brax, slm), load_rules(), fixes=False)
+    assert [(c.key, c.severity, c.because, c.rule) for c in bare] == [(c.key, c.severity, c.because, c.rule)
+                                                                       for c in full]
+    assert sum(c.fix is not None for c in full) >= 10 and all(c.fix is None for c in bare)
 
 
 def test_matches_get_no_severity_and_no_fix():

@@ -203,3 +203,31 @@ def test_a_blob_past_the_file_size_limit_is_one_line(repo_dir, monkeypatch):
     monkeypatch.setattr(limits, "MAX_FILE_BYTES", 4)  # pkg/a.py holds 6 bytes
     with pytest.raises(limits.LimitExceeded, match=r"^brax: pkg/a.py at main \(\w+\): 6 bytes; the limit is 4 bytes$"):
         Repository(path, "brax").resolve("main").read("pkg/a.py")
+
+
+def test_opening_a_repository_asks_git_and_keeps_gitpython_for_reads(repo_dir, tmp_path):
+    path, shas = repo_dir
+    repo = Repository(path, "brax")
+    assert repo._git is None  # opened, resolved and dated by git itself: nothing read yet
+    assert repo.web_url == "https://github.com/someorg/upstream" and not repo.bare
+    assert Path(repo.working_tree_dir) == path and Path(repo.git_dir) == path / ".git"
+    snap = repo.resolve("main")
+    assert snap.sha == shas[1] and repo._git is None
+    assert snap.date == repo.git.commit(shas[1]).committed_datetime.isoformat()
+    assert snap.read("pkg/b.py") == "y = 2\n" and repo._git is not None
+    assert Repository(path / ".git", "brax").resolve("main").read("pkg/a.py") == "x = 3\n"
+    (path / "pkg").mkdir(exist_ok=True)
+    with pytest.raises(SourceError, match=r"^slm: .*pkg is not a git repository$"):
+        Repository(path / "pkg", "slm")  # inside a work tree is not a repository (as GitPython said)
+    with pytest.raises(SourceError, match="is not a git repository"):
+        Repository(path / ".git" / "objects", "slm")
+
+
+def test_object_ids_remembered_answer_without_reading_a_tree(repo_dir):
+    path, shas = repo_dir
+    repo = Repository(path, "brax")
+    repo.object_ids.remember(shas[1], {"pkg/a.py": "ab" * 20, "gone.py": None})
+    snap = repo.resolve("main")
+    assert snap.object_id("pkg/a.py") == "ab" * 20 and snap.object_id("gone.py") is None
+    assert repo._git is None  # answered from what was remembered
+    assert snap.object_id("pkg/b.py") == repo.git.commit(shas[1]).tree["pkg/b.py"].hexsha

@@ -31,8 +31,9 @@ from upstream_repos import make_upstreams, repo_flags
 ROOT = Path(__file__).resolve().parent.parent
 
 # Modules a run answered from the fact cache has no use for.
+# GitPython (git, gitdb) too: the cache knows each path's id and the date at the commits it stored.
 HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "extractors.brax", "extractors.slm", "extractors.flow",
-         "extractors.pyast")
+         "extractors.pyast", "git", "gitdb")
 
 
 @pytest.fixture(scope="module")
@@ -307,3 +308,28 @@ def test_compiled_report_templates_kept_on_disk_render_the_same(tmp_path):
     for path in kept:  # a cut-short or foreign file is only slower
         path.write_bytes(path.read_bytes()[:40])
     assert render() == first
+
+
+def test_the_commit_answers_a_warm_run_trusts_are_what_git_says(upstreams, tmp_path):
+    cache = tmp_path / "cache"
+    argv = ["report", *repo_flags(upstreams), "--slm", "HEAD", "-q", "--family", "dm_control"]
+    code, _, _ = run_main(argv + ["--output", str(tmp_path / "cold") + "/"], tmp_path, cache)
+    assert code == 0
+    stored = sorted((cache / "facts").glob("v1/commits/*.json"))
+    assert len(stored) == 3  # one commit per side
+    repos = {side: Repository(upstreams[side], side) for side in ("brax", "playground", "slm")}
+    for file in stored:
+        answers = json.loads(file.read_text())
+        sha = file.stem
+        repo = next(r for r in repos.values() if r.resolve("HEAD").sha == sha)
+        commit = repo.git.commit(sha)
+        assert answers["date"] == commit.committed_datetime.isoformat()
+        assert len(answers["ids"]) >= 2
+        for path, object_id in answers["ids"].items():
+            fresh = Repository(upstreams[repo.side], repo.side).object_ids
+            assert object_id == fresh(commit, path), path
+    # A damaged answers file is no answer: the warm run reads the trees and says the same.
+    stored[0].write_text('{"date": 3, "ids": [')
+    code, _, modules = run_main(argv + ["--output", str(tmp_path / "warm") + "/"], tmp_path, cache)
+    assert code == 0 and "git" in modules
+    assert files_under(tmp_path / "warm") == files_under(tmp_path / "cold")

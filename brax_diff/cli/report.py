@@ -219,7 +219,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     """Every scope's report."""
     from pathlib import Path
 
-    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor
+    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
     from ..permalinks import LinkCache, line_commits
@@ -241,6 +241,8 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
         brax_extractor, slm_extractor = make_brax(), make_slm()
     else:  # a rerun whose blobs have not moved parses nothing, and builds no extractor
         cache = FactCache(fact_cache_root(settings.cache_dir))
+        for snapshot in snapshots.values():
+            recall(cache, snapshot)
         # A spec file missing at the ref: the extractor's one error line, before any work.
         early = None if slm_snap.exists(settings.spec) else make_slm()
         brax_extractor = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap},
