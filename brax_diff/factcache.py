@@ -12,13 +12,13 @@ the *path sets* earlier extractions read, and tries each one (the blob ids of a 
 at the wanted commits give a key). A hit is sound: the same code reading the same bytes
 reads the same paths and returns the same facts.
 
-Layout under ``<root>/facts/v1/<recipe hash>/``::
+Layout under ``<root>/facts/v2/<recipe hash>/``::
 
     pathsets.json      # [{side: [paths...]}, ...] most recent first
     <reads hash>.json  # {"reads", "commits", "repos", "extraction" | "error"}
 
 and, per commit an extraction read, what that commit's tree gives each path read and the
-commit's date, in ``<root>/facts/v1/commits/<sha>.json`` (``{"date", "ids"}``): both are
+commit's date, in ``<root>/facts/v2/commits/<sha>.json`` (``{"date", "ids"}``): both are
 fixed by the sha, so a rerun at that commit looks its path sets up without reading a tree
 (or importing GitPython).
 
@@ -30,6 +30,7 @@ Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOM
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from .io import read_json, write_atomic
 from .sources import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
-LAYOUT_VERSION = "v1"
+LAYOUT_VERSION = "v2"  # v2: keys hash compact JSON (v1 hashed the indented form)
 # Path sets remembered per recipe; a recipe reads a handful of distinct sets over history.
 MAX_PATHSETS = 64
 
@@ -56,7 +57,10 @@ def cache_root(configured: str | None = None) -> Path:
 
 
 def _digest(data: Any, length: int = 32) -> str:
-    return hashlib.sha256(dumps(data).encode("utf-8")).hexdigest()[:length]
+    # Compact separators: json's C encoder (the indented form is encoded in Python, and a warm
+    # report hashes 120 keys, some of a few hundred paths).
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,7 @@ def test_the_commit_answers_a_warm_run_trusts_are_what_git_says(upstreams, tmp_p
     argv = ["report", *repo_flags(upstreams), "--slm", "HEAD", "-q", "--family", "dm_control"]
     code, _, _ = run_main(argv + ["--output", str(tmp_path / "cold") + "/"], tmp_path, cache)
     assert code == 0
-    stored = sorted((cache / "facts").glob("v1/commits/*.json"))
+    stored = sorted((cache / "facts").glob("v2/commits/*.json"))
     assert len(stored) == 3  # one commit per side
     repos = {side: Repository(upstreams[side], side) for side in ("brax", "playground", "slm")}
     for file in stored:
