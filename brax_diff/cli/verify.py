@@ -40,6 +40,10 @@ def verify(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun runs recorded as failed."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once, each in a process of its own "
                                        "(default 1; the cpu preset: 2, one per core)."),
+    executor: str = typer.Option("local", "--executor", help="local (this machine, --jobs processes) or ray "
+                                 "(every arm's batched seeds a Ray task; pip install 'brax-diff[distributed]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --executor ray: the cluster's HOST:PORT "
+                                          "(what `ray start --head` prints), or auto; default: Ray on this machine."),
     throughput: Optional[Path] = typer.Option(None, "--throughput", help="Measured throughput (TOML from "
                                               "benchmarks/bench_trainers.py) for the time estimate."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Run cache (default .brax-diff-cache/verify)."),
@@ -71,12 +75,13 @@ def verify(
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.costs import estimate, load_throughput
     from ..verify.inputs import extractions_from_repos, load_extraction, written_variants
-    from ..verify.plan import PRESETS, resolve_options
+    from ..verify.plan import PRESETS, check_executor, resolve_options
     from ..verify.settings import split_sets
     from .common import print_json
 
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
+    check_executor(executor, address)
     trainer_overrides, spec_sets = split_sets(overrides)
     options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
                               eval_envs=eval_envs, jobs=jobs, overrides=trainer_overrides)
@@ -124,7 +129,7 @@ def verify(
         for warning in plan.warnings:
             typer.echo(f"warning: {warning}", err=True)
     result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
-                      retry_failed=retry_failed, jobs=jobs)
+                      retry_failed=retry_failed, jobs=jobs, executor=executor, address=address)
     if fmt == "json":
         print_json(result.to_json())
     else:

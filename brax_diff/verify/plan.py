@@ -81,7 +81,23 @@ def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
     options["arms"] = tuple(arms)
     return options
 
+EXECUTORS = ("local", "ray")  # where units of work run: this machine's processes, or Ray tasks
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    """--executor and --address, checked before any work (static: Ray is not imported)."""
+    if executor not in EXECUTORS:
+        raise BraxDiffError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        raise BraxDiffError("--address names a Ray cluster: it needs --executor ray")
+
+
 TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
+# How `verify` trains TORCH runs, part of their cache identity: every seed in a seed-batched
+# model (brax_diff/verify/ppo_batched.py), the only mode. A seed's result does not depend on
+# the seeds batched beside it (tested bit for bit), but is not bit-identical to a run of the
+# single-seed trainer, whose results (cached before seed batching) must not mix with these.
+TORCH_ENGINE = "seed-batched/1"
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
 
 
@@ -162,8 +178,11 @@ class RunSpec:
     scoring: Scoring
 
     def identity(self, version: str) -> dict:
-        return {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
-                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        out = {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
+               "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        if self.trainer == TORCH:
+            out["engine"] = TORCH_ENGINE
+        return out
 
     def run_id(self, version: str) -> str:
         """The cache key: a hash of everything that changes the run's outcome (not its arm name)."""
@@ -548,6 +567,28 @@ def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, writte
         else:
             out.append(a)
     return out
+
+
+def units(plan: Plan, indices: list[int], jobs: int = 1) -> list[list[int]]:
+    """The runs ``indices`` of ``plan`` as units of work: the seeds of one PyTorch arm on one
+    environment train together (one seed-batched run); each run of Brax's trainer is a unit
+    of its own. A unit is split in halves while there are fewer units than ``jobs`` (a seed's
+    result does not depend on the seeds it trains beside: tested)."""
+    groups: dict[tuple, list[int]] = {}
+    for index in indices:
+        spec = plan.runs[index]
+        if spec.trainer == TORCH:
+            key = (spec.trainer, spec.env, spec.budget, dumps(dict(spec.settings)), dumps(spec.scoring.to_json()))
+        else:
+            key = ("unit", index)
+        groups.setdefault(key, []).append(index)
+    out = list(groups.values())
+    while len(out) < jobs and any(len(u) > 1 for u in out):
+        largest = max(out, key=len)
+        out.remove(largest)
+        half = (len(largest) + 1) // 2
+        out += [largest[:half], largest[half:]]
+    return sorted(out)
 
 
 def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:
