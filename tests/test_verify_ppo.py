@@ -336,3 +336,70 @@ def test_a_seed_that_goes_nan_fails_alone_and_leaves_the_others_untouched():
         assert (final[i]["obs_mean"] == clean[i]["obs_mean"]).all()
     with pytest.raises(ValueError, match="3 seeds of 2 envs need an env of 6, not 4"):
         ppo_batched.train(_SeedBlocksEnv(2), settings, budget=40, seeds=[0, 1, 2])
+
+
+class _ToyDynamicsEnv:
+    """A small action-dependent env, per-seed blocks of envs: block i starts from seed i's
+    states whether it is stepped alone or with other seeds' blocks; episodes end by
+    termination (|x0| > 3) or truncation (``episode_length``), auto-resetting."""
+
+    obs_size, action_size, action_repeat = 4, 1, 1
+
+    def __init__(self, num_envs: int, episode_length: int = 20):
+        self.num_envs, self.episode_length = num_envs, episode_length
+
+    def reset(self, seed):
+        seeds = [seed] if isinstance(seed, int) else list(seed)
+        per_seed = self.num_envs // len(seeds)
+        self.start = torch.cat([torch.randn(per_seed, 4, generator=torch.Generator().manual_seed(1000 + s))
+                                for s in seeds])
+        self.x, self.t = self.start.clone(), torch.zeros(self.num_envs)
+        return self.x.clone()
+
+    def step(self, action):
+        a, x = action.reshape(self.num_envs, -1)[:, 0], self.x
+        nx = torch.stack([x[:, 0] + 0.1 * x[:, 1], x[:, 1] + 0.1 * a - 0.05 * x[:, 0], 0.9 * x[:, 2] + 0.3 * a,
+                          torch.sin(x[:, 3]) + x[:, 0]], 1)
+        reward = 1.0 - nx[:, 0].abs().clamp(max=1.0)
+        self.t += 1
+        terminated = (nx[:, 0].abs() > 3.0).float()
+        truncated = ((self.t >= self.episode_length) & (terminated == 0)).float()
+        done = (terminated + truncated) > 0
+        nx[done], self.t[done] = self.start[done], 0
+        self.x = nx
+        return nx.clone(), reward, terminated, truncated
+
+
+def test_batched_runs_follow_the_single_seed_runs_seed_by_seed():
+    """Whole runs (collection, sampling streams, every update's state) of both trainers on an
+    action-dependent env: seed i batched is seed i alone, to float noise. The one-update test
+    above reseeds both trainers' samplers, so it cannot see a sampling stream of the batched
+    trainer that differs from the single-seed trainer's (it did: ``ppo_torch.train`` seeds
+    torch's global generator before building its networks, whose default inits draw from it)."""
+    from brax_diff.verify import ppo_batched
+
+    settings = TrainerSettings(num_envs=4, unroll_length=10, epochs_per_update=2, minibatch_transitions=8,
+                               policy_hidden_layers=(8, 8), value_hidden_layers=(16,), max_grad_norm=0.5,
+                               lr_decay_steps=100_000)
+    seeds, budget = [0, 1, 2], 4 * settings.transitions_per_update
+    single = {}
+    for seed in seeds:
+        def keep(agent, seed=seed):
+            single[seed] = ([layer.weight.detach().T.clone() for layer in agent.policy.net
+                             if isinstance(layer, torch.nn.Linear)], agent.obs_stats.mean.clone())
+            return 0.0
+        ppo_torch.train(_ToyDynamicsEnv(settings.num_envs), settings, budget, seed, evaluate=keep)
+    batched = {}
+
+    def keep_batched(i, params):
+        batched[seeds[i]] = params
+        return 0.0
+
+    logs, failures = ppo_batched.train(_ToyDynamicsEnv(3 * settings.num_envs), settings, budget, seeds,
+                                       evaluate=keep_batched)
+    assert failures == {} and [log.updates for log in logs] == [4, 4, 4]
+    for seed in seeds:
+        weights, obs_mean = single[seed]
+        for w, (mine, _) in zip(weights, batched[seed]["layers"]):
+            assert torch.allclose(w, torch.from_numpy(mine), atol=1e-4), (seed, (w - torch.from_numpy(mine)).abs().max())
+        assert torch.allclose(obs_mean.float(), torch.from_numpy(batched[seed]["obs_mean"]), atol=1e-4)

@@ -97,7 +97,9 @@ TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
 # model (brax_diff/verify/ppo_batched.py), the only mode. A seed's result does not depend on
 # the seeds batched beside it (tested bit for bit), but is not bit-identical to a run of the
 # single-seed trainer, whose results (cached before seed batching) must not mix with these.
-TORCH_ENGINE = "seed-batched/1"
+# /2: each seed samples its actions from the single-seed trainer's own stream (/1 drew them
+# from another, so its runs were other runs than the single-seed trainer's, not rounded copies).
+TORCH_ENGINE = "seed-batched/2"
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
 
 

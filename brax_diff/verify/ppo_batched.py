@@ -13,12 +13,14 @@ and Adam step per minibatch), so N seeds done by the same calls cost little more
 
 Nothing mixes across seeds: each seed keeps its own initial weights (the generators of
 :class:`.ppo_torch.PPO`), env reset keys (Brax's, :func:`.evaluate.training_reset_keys`),
-sampling stream (a generator seeded like ``torch.manual_seed(seed)``, drawn in the same order
-as the single-seed trainer draws), shuffles, observation and return statistics, advantage
-standardization, gradient clip and evaluation episodes. Every reduction runs over one seed's
-row. A seed whose loss, reward or observation goes NaN fails alone (its numbers stay in its
-own rows); the others train on. ``tests/test_verify_ppo.py`` checks one update of 3 seeds
-batched against 3 single-seed ``PPO.update`` calls on the same data (to 1e-5).
+sampling stream (the single-seed trainer's own: torch's global stream after
+``torch.manual_seed(seed)`` and its networks' construction, drawn in the same order),
+shuffles, observation and return statistics, advantage standardization, gradient clip and
+evaluation episodes. Every reduction runs over one seed's row. A seed whose loss, reward or
+observation goes NaN fails alone (its numbers stay in its own rows); the others train on.
+``tests/test_verify_ppo.py`` checks one update of 3 seeds batched against 3 single-seed
+``PPO.update`` calls on the same data (to 1e-5), and whole short runs of both trainers on an
+action-dependent env against each other, seed by seed.
 """
 
 from __future__ import annotations
@@ -132,9 +134,19 @@ class SeedBatchedPPO:
         self.s, self.device, self.seeds = settings, torch.device(device), [int(s) for s in seeds]
         n = len(self.seeds)
         # The single-seed trainer's initial weights, seed by seed (its generators 1 and 2), then stacked.
-        policies = [Policy(obs_size, action_size, settings, _generator(seed, 1)).net for seed in self.seeds]
-        values = [mlp(obs_size, settings.value_hidden_layers, 1, settings.activation, settings.kernel_init,
-                      _generator(seed, 2)) for seed in self.seeds]
+        # Its action sampling draws from torch's global generator, seeded by ``ppo_torch.train`` just
+        # before it builds the networks, whose nn.Linear default initializations (overwritten
+        # afterwards) consume draws from it: seed i's sampler is that stream after those draws, so
+        # seed i samples the actions the single-seed trainer samples (on a CPU; the global
+        # generator itself is left as it was).
+        policies, values, self.samplers = [], [], []
+        for seed in self.seeds:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                policies.append(Policy(obs_size, action_size, settings, _generator(seed, 1)).net)
+                values.append(mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
+                                  settings.kernel_init, _generator(seed, 2)))
+                self.samplers.append(torch.Generator().set_state(torch.get_rng_state()))
         self.policy_layers = [(w.to(self.device).requires_grad_(), b.to(self.device).requires_grad_())
                               for w, b in stack_mlp(policies)]
         self.value_layers = [(w.to(self.device).requires_grad_(), b.to(self.device).requires_grad_())
@@ -142,8 +154,6 @@ class SeedBatchedPPO:
         self.activation = ACTIVATIONS[settings.activation]
         self.obs_stats = RowRunningMeanStd(n, obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = RowReturnNormalizer(n) if settings.value_target_normalization else None
-        # torch.manual_seed(seed)'s stream, one per seed: actions (and the tanh entropy estimate)
-        self.samplers = [torch.Generator().manual_seed(seed) for seed in self.seeds]
         self.shuffles = [_generator(seed, 3) for seed in self.seeds]
         self.optimizers, self.schedulers = [], []
         for layers in (self.policy_layers, self.value_layers):
