@@ -209,7 +209,11 @@ def test_the_estimate_counts_every_run_and_says_which_machine():
     one_seed = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap",))
     single = estimate(one_seed, throughput)
     assert cost.compile_seconds == single.compile_seconds  # one compilation per shape, not per seed
-    # an arm's 2 seeds are one batched unit: the per-call terms once, the per-seed terms twice
+    # the single-seed engine (the default): every seed a run of its own
+    assert cost.seconds - cost.compile_seconds == pytest.approx(2 * (single.seconds - single.compile_seconds))
+    # batched: an arm's 2 seeds are one unit, the per-call terms once, the per-seed terms twice
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=1600, arms=("gap",), engine="batched")
+    cost = estimate(plan, throughput)
     baseline, all_fixes, reference = plan.runs[:3]
     assert [r.arm for r in plan.runs[:3]] == ["baseline", "all_fixes", "reference"]
     one, two = run_seconds(baseline, throughput), run_seconds(baseline, throughput, seeds=2)

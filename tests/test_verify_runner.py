@@ -80,10 +80,16 @@ def test_units_of_work_batch_an_arms_seeds_and_keep_reference_runs_apart():
 
     plan = build_plan(extraction("brax", BRAX_VALUES), extraction("slm", SLM_VALUES), envs=["CartpoleBalance"],
                       seeds=3, budget=3200, keys=["learning_rate"], arms=("gap",), evals=2, eval_envs=4,
-                      overrides={"episode_length": 50})
+                      overrides={"episode_length": 50}, engine="batched")
     arms = [(r.arm, r.seed) for r in plan.runs]
     assert arms == [(a, s) for s in range(3) for a in ("baseline", "all_fixes", "reference")]
     named = lambda work: [[arms[i] for i in unit] for unit in work]  # noqa: E731
+    single = build_plan(extraction("brax", BRAX_VALUES), extraction("slm", SLM_VALUES), envs=["CartpoleBalance"],
+                        seeds=3, budget=3200, keys=["learning_rate"], arms=("gap",), evals=2, eval_envs=4,
+                        overrides={"episode_length": 50})
+    assert units(single, list(range(9))) == [[i] for i in range(9)]  # the default engine: a run per seed
+    assert [r.run_id("v") for r in single.runs] != [r.run_id("v") for r in plan.runs]  # never mixed in the cache
+    assert "engine" not in single.runs[0].identity("v") and plan.runs[0].identity("v")["engine"] == "seed-batched/2"
     assert named(units(plan, list(range(9)))) == [
         [("baseline", 0), ("baseline", 1), ("baseline", 2)], [("all_fixes", 0), ("all_fixes", 1), ("all_fixes", 2)],
         [("reference", 0)], [("reference", 1)], [("reference", 2)]]

@@ -33,10 +33,10 @@ BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3)
 
 
 def plan_for(seeds: int, budget: int = BUDGET, keys=("learning_rate",), arms=("gap", "loo"), reference=False,
-             brax_values=BRAX_VALUES):
+             brax_values=BRAX_VALUES, engine="single"):
     return build_plan(extraction("brax", brax_values), extraction("slm", SLM_VALUES), envs=[ENV], seeds=seeds,
                       budget=budget, keys=list(keys), overrides=OVERRIDES, reference=reference, arms=arms, evals=2,
-                      eval_envs=4)
+                      eval_envs=4, engine=engine)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +85,7 @@ def test_pipeline_end_to_end_on_playground(first_result, workdir):
 
 
 def test_the_same_seed_and_settings_give_the_same_run(first_result, workdir):
-    """A rerun outside the cache reproduces a run exactly: scores are a function of the inputs,
-    not of the seeds a run was batched with (seed 0 alone here, beside seeds 1-3 there)."""
+    """A rerun outside the cache reproduces a run exactly: scores are a function of the inputs."""
     result, _ = first_result
     again = run_plan(plan_for(1), workdir / "rerun-cache", progress=False, log=lambda line: None)
     original = {(r.spec.arm, r.spec.seed): r.scores for r in result.results}
@@ -140,7 +139,8 @@ def test_training_envs_reset_with_brax_trainers_keys():
 
 
 def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, monkeypatch):
-    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",))  # all_fixes moves learning_rate: a run of its own
+    # the batched engine; all_fixes moves learning_rate: a run of its own
+    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",), engine="batched")
     assert [r.arm for r in plan.runs] == ["baseline", "all_fixes"] * 2
     calls: list[tuple[str, list[int]]] = []
     original = runner_module.Runner.run_unit
@@ -166,6 +166,10 @@ def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, mon
     result = run_plan(plan, workdir / "cache", progress=True, log=lambda line: None)
     assert rerun == [("all_fixes", [0, 1])]  # the baseline's seeds came from the cache
     assert [r.status for r in result.results] == [OK] * 4
+    # a batched seed's result does not depend on the seeds beside it: seed 0 alone, bit for bit
+    alone = run_plan(plan_for(1, budget=2 * BUDGET, arms=("gap",), engine="batched"), workdir / "alone-cache",
+                     progress=False, log=lambda line: None)
+    assert [r.scores for r in alone.results] == [r.scores for r in result.results if r.spec.seed == 0]
 
 
 def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
@@ -179,7 +183,7 @@ def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
         return real_train(env, settings, *args, **kwargs)
 
     monkeypatch.setattr(ppo_batched, "train", nan_without_the_fix)
-    plan = plan_for(2, budget=3 * BUDGET, keys=("learning_rate", "unrolls_per_update"))
+    plan = plan_for(2, budget=3 * BUDGET, keys=("learning_rate", "unrolls_per_update"), engine="batched")
     result = run_plan(plan, workdir / "cache", progress=False, output_dir=workdir / "failed", log=lambda line: None)
     failed = [r for r in result.results if r.status == FAILED]
     assert [(r.spec.arm, r.spec.seed) for r in failed] == [("loo:learning_rate", 0), ("loo:learning_rate", 1)]
@@ -277,7 +281,7 @@ def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir,
     import time
 
     ray = pytest.importorskip("ray", reason="the Ray test needs the distributed extra")
-    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",))  # baseline and all_fixes: 2 units of 2 seeds
+    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",), engine="batched")  # baseline, all_fixes: 2 units of 2 seeds
     local = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)  # cached by the resume test
     cache = tmp_path / "ray-cache"
     cache.mkdir()

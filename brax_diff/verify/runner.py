@@ -27,7 +27,7 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
+from .plan import ALL_FIXES, BASELINE, BATCHED, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -171,12 +171,15 @@ class Runner:
         self.progress.describe(specs)
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
-            if specs[0].trainer == TORCH:
-                results = self._run_torch(specs)
+            if specs[0].trainer == TORCH and specs[0].engine == BATCHED:
+                results = self._run_torch_batched(specs)
+            elif specs[0].trainer == TORCH and len(specs) == 1:
+                results = [self._run_torch(specs[0])]
             elif specs[0].trainer == BRAX and len(specs) == 1:
                 results = [self._run_brax(specs[0])]
             else:
-                raise BraxDiffError(f"unknown trainer {specs[0].trainer!r} or a unit of {len(specs)} Brax runs")
+                raise BraxDiffError(f"unknown trainer {specs[0].trainer!r}, or a unit of {len(specs)} runs that "
+                                    "do not train batched")
         except (KeyboardInterrupt, BraxDiffError):
             raise
         except Exception as exc:  # a crash is a result too: recorded, shown, never dropped
@@ -189,7 +192,32 @@ class Runner:
                 self.cache.store(result)
         return results
 
-    def _run_torch(self, specs: list[RunSpec]) -> list[RunResult]:
+    def _run_torch(self, spec: RunSpec) -> RunResult:
+        """One seed with the single-seed trainer (:mod:`.ppo_torch`)."""
+        from . import ppo_torch
+        from .evaluate import TorchEvaluator
+
+        settings = TrainerSettings.from_json(spec.settings)
+        env = self.env(spec.env, settings.num_envs, settings.episode_length)
+        evaluator = TorchEvaluator(spec.env, settings, spec.seed, spec.scoring.eval_envs, spec.scoring.deterministic,
+                                   settings.episode_length)
+        clock = {"t": time.perf_counter()}
+
+        def on_update(steps: int) -> None:
+            now = time.perf_counter()
+            self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
+            clock["t"] = now
+
+        log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update, evaluate=evaluator,
+                              eval_every=spec.scoring.eval_every)
+        if log.steps != spec.scoring.checkpoints:
+            raise ValueError(f"evaluated at {log.steps}, not at the plan's checkpoints {spec.scoring.checkpoints}")
+        if not all(math.isfinite(s) for s in log.scores):
+            raise FloatingPointError(f"evaluation return is not finite: {log.scores}")
+        return RunResult(spec, OK, log.steps, log.scores, log.scores[-1], log.env_steps, log.seconds,
+                         device=self.device, score_kind=spec.scoring.kind)
+
+    def _run_torch_batched(self, specs: list[RunSpec]) -> list[RunResult]:
         """Every seed of ``specs`` (one arm, one env) in one seed-batched run (:mod:`.ppo_batched`)."""
         from . import ppo_batched
         from .evaluate import TorchEvaluator
