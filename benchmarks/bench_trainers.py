@@ -1,7 +1,17 @@
 """Throughput of both trainers, and the constants `verify --plan` estimates time with.
 
     python benchmarks/bench_trainers.py [--env CartpoleBalance] [--num-envs 32]
+    python benchmarks/bench_trainers.py --seeds 5 [--budget 30720] [--repeats 3]
     python benchmarks/bench_trainers.py --calibrate [--write brax_diff/data/throughput.toml]
+
+With ``--seeds N``: the PyTorch trainer at the CPU preset's shapes (SLM-Lab's seed-era
+settings, 32 envs, 4 epochs, 32 evaluation episodes), 1 seed and N seeds, each trained
+sequentially (one run per seed, as ``verify`` ran them before seed batching) and batched (one
+:mod:`brax_diff.verify.ppo_batched` run of all of them): env steps/s of all seeds together,
+wall and CPU time (``time.process_time``), a new evaluator per run as ``verify`` made one
+(and, for N seeds, sequential runs sharing one compiled evaluator: what batching the training
+loop alone gains), compilation excluded (a warm-up of every shape first); medians over ``--repeats``, with the
+load average before and after, because a shared machine's wall time is noisy.
 
 Without ``--calibrate``: one run of each trainer in this process with the seed-era
 shapes of the CPU preset (SLM-Lab's baseline settings for the PyTorch PPO, Brax's for
@@ -112,6 +122,88 @@ def bench_brax(env_name: str, num_envs: int, budget: int) -> dict:
     steps, scores, seconds = brax_reference.train(settings, env_name, budget, 1, scoring(budget))
     return {"first_call_s": round(cold, 1), "env_steps": steps[-1], "train_s": round(seconds, 1),
             "env_steps_per_s": round(steps[-1] / seconds), "scores": [round(s, 1) for s in scores]}
+
+
+# -- seeds: sequential vs batched -------------------------------------------------------
+def cpu_preset_settings(num_envs: int = 32):
+    """What `verify --preset cpu` trains the baseline with: SLM-Lab's seed-era settings, scaled."""
+    return torch_settings(SLM_SEED, num_envs).moved(epochs_per_update=4)
+
+
+def _one_seeds_run(env_name: str, settings, budget: int, seeds: list[int], batched: bool, envs: dict,
+                   shared_evaluator: bool = False) -> dict:
+    """Train ``seeds`` (one batched run, or one run per seed) as the runner does; wall and CPU
+    seconds. ``shared_evaluator``: the sequential runs share one compiled evaluator instead of
+    tracing one each (isolates what batching the training loop itself gains)."""
+    from brax_diff.verify import ppo_batched, ppo_torch
+    from brax_diff.verify.envs import PlaygroundVecEnv
+    from brax_diff.verify.evaluate import TorchEvaluator, policy_params
+
+    score = scoring(budget, 2, 32)
+    wall, cpu = time.perf_counter(), time.process_time()
+    scores = []
+    if batched:
+        key = settings.num_envs * len(seeds)
+        env = envs.setdefault(key, PlaygroundVecEnv(env_name, key))
+        evaluator = TorchEvaluator(env_name, settings, seeds, score.eval_envs, False)
+        logs, failures = ppo_batched.train(env, settings, budget, seeds,
+                                           evaluate=lambda i, params: evaluator.score(params, i),
+                                           eval_every=score.eval_every)
+        assert not failures, failures
+        scores = [log.scores[-1] for log in logs]
+    else:
+        env = envs.setdefault(settings.num_envs, PlaygroundVecEnv(env_name, settings.num_envs))
+        shared = TorchEvaluator(env_name, settings, seeds, score.eval_envs, False) if shared_evaluator else None
+        for i, seed in enumerate(seeds):
+            if shared is None:
+                evaluator = TorchEvaluator(env_name, settings, seed, score.eval_envs, False)
+            else:
+                evaluator = lambda agent, i=i: shared.score(policy_params(agent), i)  # noqa: E731
+            log = ppo_torch.train(env, settings, budget, seed, evaluate=evaluator, eval_every=score.eval_every)
+            scores.append(log.scores[-1])
+    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+            "scores": [round(s, 2) for s in scores]}
+
+
+def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: int) -> dict:
+    import statistics
+
+    import torch
+
+    torch.set_num_threads(1)
+    settings = cpu_preset_settings(num_envs)
+    update = settings.transitions_per_update
+    budget = max(update, budget // update * update)
+    envs: dict = {}
+    # warm-up: both env shapes (num_envs, and seeds x num_envs) and the evaluator compile
+    _one_seeds_run(env_name, settings, 2 * update, [0], False, envs)
+    _one_seeds_run(env_name, settings, 2 * update, list(range(seeds)), True, envs)
+    out: dict = {"settings": "SLM-Lab seed-era, cpu preset shapes (epochs_per_update=4)", "num_envs": num_envs,
+                 "budget_per_seed": budget, "evaluations": "3 x 32 episodes per seed", "repeats": repeats,
+                 "load_before": os.getloadavg(), "cases": {}}
+    cases = [(count, batched, False) for count in sorted({1, seeds}) for batched in (False, True)]
+    if seeds > 1:
+        cases.append((seeds, False, True))
+    for count, batched, shared in cases:
+        name = (f"{count}_seed{'s' if count > 1 else ''}_{'batched' if batched else 'sequential'}"
+                f"{'_shared_evaluator' if shared else ''}")
+        runs = [_one_seeds_run(env_name, settings, budget, list(range(count)), batched, envs, shared)
+                for _ in range(repeats)]
+        wall = statistics.median(r["wall_s"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        steps = budget * count
+        out["cases"][name] = {"env_steps": steps, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                              "env_steps_per_s": round(steps / wall), "env_steps_per_cpu_s": round(steps / cpu),
+                              "wall_s_all": [round(r["wall_s"], 2) for r in runs], "scores": runs[0]["scores"]}
+        print(json.dumps({name: out["cases"][name]}), file=sys.stderr, flush=True)
+    if seeds > 1:
+        many, one = f"{seeds}_seeds_batched", f"{seeds}_seeds_sequential"
+        out["speedup_wall"] = round(out["cases"][one]["wall_s"] / out["cases"][many]["wall_s"], 2)
+        out["speedup_cpu"] = round(out["cases"][one]["cpu_s"] / out["cases"][many]["cpu_s"], 2)
+        shared = out["cases"][f"{one}_shared_evaluator"]
+        out["speedup_cpu_vs_shared_evaluator"] = round(shared["cpu_s"] / out["cases"][many]["cpu_s"], 2)
+    out["load_after"] = os.getloadavg()
+    return out
 
 
 # -- calibration -------------------------------------------------------------------------
@@ -249,6 +341,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=None, help="XLA cache dir (default: a fresh tmp dir)")
     parser.add_argument("--skip-brax", action="store_true")
     parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--seeds", type=int, default=None, help="1 and N seeds, sequential vs batched")
+    parser.add_argument("--repeats", type=int, default=3, help="with --seeds: timed repeats per case (median)")
     parser.add_argument("--write", type=Path, default=None, help="with --calibrate: write the TOML here")
     args = parser.parse_args()
 
@@ -257,6 +351,11 @@ def main() -> None:
     cache = args.cache or Path(tempfile.mkdtemp(prefix="bench-trainers-"))
     enable_compilation_cache(cache / "xla")
     info = machine()
+    if args.seeds:
+        budget = args.budget if "--budget" in sys.argv else 30_720
+        print(json.dumps({"machine": info, "env": args.env,
+                          **bench_seeds(args.env, args.num_envs, budget, args.seeds, args.repeats)}, indent=2))
+        return
     if args.calibrate:
         result = calibrate(args.env)
         description = f"{info['cpu']}, {info['cores']} cores, jax {info['jax_backend']}, torch 1 thread"

@@ -52,7 +52,7 @@ def in_venv(venv_dir: Path, line: str, cwd: Path, env: dict) -> subprocess.Compl
 def test_readme_setup_runs_as_written_in_a_fresh_venv(tmp_path):
     install, tests, slm_line = readme_commands()
     assert install == "pip install . && brax-diff report"
-    assert tests == "pip install -e '.[test,verify]' && python -m pytest -q"
+    assert tests == "pip install -e '.[test,verify,distributed]' && python -m pytest -q"
     assert re.fullmatch(r"pip install (\S+) && brax-diff report --slm HEAD", slm_line)
 
     paths = make_upstreams(tmp_path / "upstream")

@@ -10,7 +10,7 @@ from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Extraction, Fact, Provenance, SourceInfo, dumps
 from brax_diff.verify import build_plan
-from brax_diff.verify.costs import estimate, load_throughput
+from brax_diff.verify.costs import estimate, load_throughput, run_seconds
 from brax_diff.verify.plan import BRAX, TORCH, RunSpec, Scoring, resolve_options, same_value
 from brax_diff.verify.settings import (TrainerSettings, apply_fact, brax_train_settings, parse_overrides,
                                        settings_from_facts, split_sets)
@@ -209,7 +209,19 @@ def test_the_estimate_counts_every_run_and_says_which_machine():
     one_seed = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap",))
     single = estimate(one_seed, throughput)
     assert cost.compile_seconds == single.compile_seconds  # one compilation per shape, not per seed
+    # the single-seed engine (the default): every seed a run of its own
     assert cost.seconds - cost.compile_seconds == pytest.approx(2 * (single.seconds - single.compile_seconds))
+    # batched: an arm's 2 seeds are one unit, the per-call terms once, the per-seed terms twice
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=1600, arms=("gap",), engine="batched")
+    cost = estimate(plan, throughput)
+    baseline, all_fixes, reference = plan.runs[:3]
+    assert [r.arm for r in plan.runs[:3]] == ["baseline", "all_fixes", "reference"]
+    one, two = run_seconds(baseline, throughput), run_seconds(baseline, throughput, seeds=2)
+    assert one < two < 1.5 * one
+    assert cost.seconds - cost.compile_seconds == pytest.approx(
+        two + run_seconds(all_fixes, throughput, seeds=2) + 2 * run_seconds(reference, throughput))
+    assert single.seconds - single.compile_seconds == pytest.approx(
+        one + run_seconds(all_fixes, throughput) + run_seconds(reference, throughput))
     longer = estimate(build_plan(brax, slm, envs=["CartpoleBalance"], seeds=2, budget=16000, arms=("gap",)),
                       throughput)
     assert longer.seconds > cost.seconds

@@ -226,3 +226,180 @@ def test_train_scores_at_every_checkpoint_and_only_whole_updates():
         ppo_torch.train(_CountingEnv(), settings, budget=45, seed=0)
     with pytest.raises(ValueError, match="whole updates"):
         ppo_torch.train(_CountingEnv(), settings, budget=40, seed=0, evaluate=lambda agent: 0.0, eval_every=15)
+
+
+# -- seeds batched in one model (brax_diff/verify/ppo_batched.py) ----------------------------
+def _random_batch(n: int, obs_size: int, action_size: int, seed: int) -> ppo_torch.Batch:
+    g = torch.Generator().manual_seed(100 + seed)
+    r = lambda *shape: torch.randn(*shape, generator=g)  # noqa: E731
+    return ppo_torch.Batch(r(n, obs_size) * 2, r(n, action_size), r(n) * 0.1 - 1.0, r(n), r(n) * 30, r(n) * 30, 0.5)
+
+
+@pytest.mark.parametrize("changes", [
+    {},  # SLM-Lab's: minibatch advantage standardization, return normalization, grad clip
+    {"action_distribution": "tanh_normal", "std_transform": "softplus", "std_min": 0.001, "std_max": None,
+     "advantage_normalization_scope": "batch", "value_target_normalization": False, "max_grad_norm": None,
+     "value_clipping": 0.2, "activation": "relu", "kernel_init": "lecun_uniform"},
+])
+def test_three_seeds_batched_update_as_three_separate_updates(changes):
+    """One update of 3 seeds in one batched model equals, seed by seed, the single-seed
+    trainer's update on the same data (weights, Adam state, return statistics), to 1e-5."""
+    from brax_diff.verify import ppo_batched
+
+    settings = TrainerSettings(num_envs=4, unroll_length=5, epochs_per_update=3, minibatch_transitions=7,
+                               policy_hidden_layers=(8, 8), value_hidden_layers=(16,), max_grad_norm=0.5,
+                               lr_decay_steps=1000, **{k: v for k, v in changes.items() if k != "max_grad_norm"})
+    if "max_grad_norm" in changes:
+        settings = settings.moved(max_grad_norm=changes["max_grad_norm"])
+    seeds, obs_size, action_size, n = [3, 0, 7], 3, 2, 20
+    batches = [_random_batch(n, obs_size, action_size, s) for s in seeds]
+    batched = ppo_batched.SeedBatchedPPO(settings, obs_size, action_size, 10.0, seeds)
+    singles = [ppo_torch.PPO(settings, obs_size, action_size, 10.0, seed=s) for s in seeds]
+    for i, single in enumerate(singles):  # the same initial weights, seed by seed, exactly
+        weights = [layer.weight.T for layer in single.policy.net if isinstance(layer, torch.nn.Linear)]
+        assert all(torch.equal(w, stacked[i]) for w, (stacked, _) in zip(weights, batched.policy_layers))
+    stacked = ppo_batched.SeedBatch(*(torch.stack([getattr(b, f) for b in batches]) for f in
+                                      ("obs", "raw_actions", "log_probs", "advantages", "targets", "old_values")),
+                                    torch.tensor([b.mean_reward for b in batches]))
+    shuffles = [ppo_torch._generator(seed, 3) for seed in seeds]  # what ppo_torch.train shuffles with
+    for update in range(2):  # the second update starts from moved weights, Adam moments and statistics
+        for i, seed in enumerate(seeds):  # the sampling streams (the tanh entropy estimate draws)
+            batched.samplers[i].manual_seed(seed + update)
+        losses = batched.update(stacked)
+        for i, (seed, single) in enumerate(zip(seeds, singles)):
+            torch.manual_seed(seed + update)  # the single trainer draws from torch's global generator
+            loss = single.update(batches[i], shuffles[i])
+            assert losses[i].item() == pytest.approx(loss, abs=1e-5)
+    for i, single in enumerate(singles):
+        policy = [t for layer in single.policy.net if isinstance(layer, torch.nn.Linear) for t in (layer.weight.T,
+                                                                                                    layer.bias)]
+        mine = [t[i].reshape(-1) for layer in batched.policy_layers for t in layer]
+        for theirs, ours in zip(policy, mine):
+            assert torch.allclose(theirs.reshape(-1), ours, atol=1e-5), (seeds[i], (theirs.reshape(-1) - ours).abs().max())
+        value = [t for layer in single.value if isinstance(layer, torch.nn.Linear) for t in (layer.weight.T, layer.bias)]
+        mine = [t[i].reshape(-1) for layer in batched.value_layers for t in layer]
+        for theirs, ours in zip(value, mine):
+            assert torch.allclose(theirs.reshape(-1), ours, atol=1e-5)
+        if single.returns is not None:
+            assert batched.returns.std[i].item() == pytest.approx(single.returns.std, rel=1e-6)
+    # the seeds moved apart: a test of three copies of one seed would pass with mixed-up rows too
+    assert not torch.allclose(batched.policy_layers[0][0][0], batched.policy_layers[0][0][1])
+
+
+class _SeedBlocksEnv:
+    """A stand-in for N seeds' envs, 2 per seed (seed-major blocks): random observations,
+    reward 1, never done; block ``nan_block``'s observations turn NaN after ``nan_after`` steps."""
+
+    obs_size, action_size, episode_length, action_repeat = 3, 1, 1000, 1
+
+    def __init__(self, seeds: int, nan_block: int | None = None, nan_after: int = 0):
+        self.num_envs, self.nan_block, self.nan_after = 2 * seeds, nan_block, nan_after
+        self.generator, self.steps = torch.Generator().manual_seed(0), 0
+
+    def reset(self, seeds):
+        assert 2 * len(seeds) == self.num_envs
+        return torch.randn(self.num_envs, 3, generator=self.generator)
+
+    def step(self, action):
+        self.steps += 1
+        obs = torch.randn(self.num_envs, 3, generator=self.generator)
+        if self.nan_block is not None and self.steps > self.nan_after:
+            obs[2 * self.nan_block:2 * self.nan_block + 2] = float("nan")
+        return obs, torch.ones(self.num_envs), torch.zeros(self.num_envs), torch.zeros(self.num_envs)
+
+
+def test_a_seed_that_goes_nan_fails_alone_and_leaves_the_others_untouched():
+    from brax_diff.verify import ppo_batched
+
+    settings = TrainerSettings(num_envs=2, unroll_length=5, epochs_per_update=2, minibatch_transitions=5,
+                               policy_hidden_layers=(4,), value_hidden_layers=(4,), lr_decay_steps=10_000)
+
+    def run(env):
+        final = {}
+
+        def evaluate(i, params):
+            final[i] = params
+            return 7.0 + i
+
+        logs, failures = ppo_batched.train(env, settings, budget=40, seeds=[0, 1, 2], evaluate=evaluate, eval_every=20)
+        return logs, failures, final
+
+    logs, failures, final = run(_SeedBlocksEnv(3, nan_block=1, nan_after=12))  # NaN from update 3's collection
+    assert failures == {1: "NaN or inf at update 3 (loss nan, reward 1.0)"}
+    assert [log.steps for log in logs] == [[0, 20, 40], [0, 20], [0, 20, 40]]
+    assert [log.scores for log in logs] == [[7.0] * 3, [8.0] * 2, [9.0] * 3]
+    assert [log.env_steps for log in logs] == [40, 20, 40]
+    clean_logs, clean_failures, clean = run(_SeedBlocksEnv(3))
+    assert clean_failures == {}
+    for i in (0, 2):  # the other seeds' final policies are exactly those of a run without the NaN
+        assert all((a == b).all() for (a, _), (b, _) in zip(final[i]["layers"], clean[i]["layers"]))
+        assert (final[i]["obs_mean"] == clean[i]["obs_mean"]).all()
+    with pytest.raises(ValueError, match="3 seeds of 2 envs need an env of 6, not 4"):
+        ppo_batched.train(_SeedBlocksEnv(2), settings, budget=40, seeds=[0, 1, 2])
+
+
+class _ToyDynamicsEnv:
+    """A small action-dependent env, per-seed blocks of envs: block i starts from seed i's
+    states whether it is stepped alone or with other seeds' blocks; episodes end by
+    termination (|x0| > 3) or truncation (``episode_length``), auto-resetting."""
+
+    obs_size, action_size, action_repeat = 4, 1, 1
+
+    def __init__(self, num_envs: int, episode_length: int = 20):
+        self.num_envs, self.episode_length = num_envs, episode_length
+
+    def reset(self, seed):
+        seeds = [seed] if isinstance(seed, int) else list(seed)
+        per_seed = self.num_envs // len(seeds)
+        self.start = torch.cat([torch.randn(per_seed, 4, generator=torch.Generator().manual_seed(1000 + s))
+                                for s in seeds])
+        self.x, self.t = self.start.clone(), torch.zeros(self.num_envs)
+        return self.x.clone()
+
+    def step(self, action):
+        a, x = action.reshape(self.num_envs, -1)[:, 0], self.x
+        nx = torch.stack([x[:, 0] + 0.1 * x[:, 1], x[:, 1] + 0.1 * a - 0.05 * x[:, 0], 0.9 * x[:, 2] + 0.3 * a,
+                          torch.sin(x[:, 3]) + x[:, 0]], 1)
+        reward = 1.0 - nx[:, 0].abs().clamp(max=1.0)
+        self.t += 1
+        terminated = (nx[:, 0].abs() > 3.0).float()
+        truncated = ((self.t >= self.episode_length) & (terminated == 0)).float()
+        done = (terminated + truncated) > 0
+        nx[done], self.t[done] = self.start[done], 0
+        self.x = nx
+        return nx.clone(), reward, terminated, truncated
+
+
+def test_batched_runs_follow_the_single_seed_runs_seed_by_seed():
+    """Whole runs (collection, sampling streams, every update's state) of both trainers on an
+    action-dependent env: seed i batched is seed i alone, to float noise. The one-update test
+    above reseeds both trainers' samplers, so it cannot see a sampling stream of the batched
+    trainer that differs from the single-seed trainer's (it did: ``ppo_torch.train`` seeds
+    torch's global generator before building its networks, whose default inits draw from it)."""
+    from brax_diff.verify import ppo_batched
+
+    settings = TrainerSettings(num_envs=4, unroll_length=10, epochs_per_update=2, minibatch_transitions=8,
+                               policy_hidden_layers=(8, 8), value_hidden_layers=(16,), max_grad_norm=0.5,
+                               lr_decay_steps=100_000)
+    seeds, budget = [0, 1, 2], 4 * settings.transitions_per_update
+    single = {}
+    for seed in seeds:
+        def keep(agent, seed=seed):
+            single[seed] = ([layer.weight.detach().T.clone() for layer in agent.policy.net
+                             if isinstance(layer, torch.nn.Linear)], agent.obs_stats.mean.clone())
+            return 0.0
+        ppo_torch.train(_ToyDynamicsEnv(settings.num_envs), settings, budget, seed, evaluate=keep)
+    batched = {}
+
+    def keep_batched(i, params):
+        batched[seeds[i]] = params
+        return 0.0
+
+    logs, failures = ppo_batched.train(_ToyDynamicsEnv(3 * settings.num_envs), settings, budget, seeds,
+                                       evaluate=keep_batched)
+    assert failures == {} and [log.updates for log in logs] == [4, 4, 4]
+    for seed in seeds:
+        weights, obs_mean = single[seed]
+        for w, (mine, _) in zip(weights, batched[seed]["layers"]):
+            assert torch.allclose(w, torch.from_numpy(mine), atol=1e-4), (seed, (w - torch.from_numpy(mine)).abs().max())
+        assert torch.allclose(obs_mean.float(), torch.from_numpy(batched[seed]["obs_mean"]), atol=1e-4)

@@ -70,3 +70,30 @@ def test_a_cached_run_answers_under_the_arm_that_asks(tmp_path):
     loaded = cache.load(same_settings)
     assert cache.path(same_settings) == cache.path(baseline.spec)
     assert loaded.spec.arm == "all_fixes" and loaded.scores == baseline.scores and loaded.score == baseline.score
+
+
+def test_units_of_work_batch_an_arms_seeds_and_keep_reference_runs_apart():
+    from test_verify_plan import BRAX_VALUES, SLM_VALUES, extraction
+
+    from brax_diff.verify import build_plan
+    from brax_diff.verify.runner import units
+
+    plan = build_plan(extraction("brax", BRAX_VALUES), extraction("slm", SLM_VALUES), envs=["CartpoleBalance"],
+                      seeds=3, budget=3200, keys=["learning_rate"], arms=("gap",), evals=2, eval_envs=4,
+                      overrides={"episode_length": 50}, engine="batched")
+    arms = [(r.arm, r.seed) for r in plan.runs]
+    assert arms == [(a, s) for s in range(3) for a in ("baseline", "all_fixes", "reference")]
+    named = lambda work: [[arms[i] for i in unit] for unit in work]  # noqa: E731
+    single = build_plan(extraction("brax", BRAX_VALUES), extraction("slm", SLM_VALUES), envs=["CartpoleBalance"],
+                        seeds=3, budget=3200, keys=["learning_rate"], arms=("gap",), evals=2, eval_envs=4,
+                        overrides={"episode_length": 50})
+    assert units(single, list(range(9))) == [[i] for i in range(9)]  # the default engine: a run per seed
+    assert [r.run_id("v") for r in single.runs] != [r.run_id("v") for r in plan.runs]  # never mixed in the cache
+    assert "engine" not in single.runs[0].identity("v") and plan.runs[0].identity("v")["engine"] == "seed-batched/2"
+    assert named(units(plan, list(range(9)))) == [
+        [("baseline", 0), ("baseline", 1), ("baseline", 2)], [("all_fixes", 0), ("all_fixes", 1), ("all_fixes", 2)],
+        [("reference", 0)], [("reference", 1)], [("reference", 2)]]
+    # only what is pending: a cached seed is not trained again beside the others
+    assert named(units(plan, [1, 3, 4])) == [[("all_fixes", 0), ("all_fixes", 1)], [("baseline", 1)]]
+    # more workers than units: the largest unit is split in halves until every worker has one
+    assert named(units(plan, [0, 3, 6], jobs=2)) == [[("baseline", 0), ("baseline", 1)], [("baseline", 2)]]

@@ -33,10 +33,10 @@ BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3)
 
 
 def plan_for(seeds: int, budget: int = BUDGET, keys=("learning_rate",), arms=("gap", "loo"), reference=False,
-             brax_values=BRAX_VALUES):
+             brax_values=BRAX_VALUES, engine="single"):
     return build_plan(extraction("brax", brax_values), extraction("slm", SLM_VALUES), envs=[ENV], seeds=seeds,
                       budget=budget, keys=list(keys), overrides=OVERRIDES, reference=reference, arms=arms, evals=2,
-                      eval_envs=4)
+                      eval_envs=4, engine=engine)
 
 
 @pytest.fixture(scope="module")
@@ -139,46 +139,51 @@ def test_training_envs_reset_with_brax_trainers_keys():
 
 
 def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, monkeypatch):
-    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",))  # all_fixes moves learning_rate: a run of its own
+    # the batched engine; all_fixes moves learning_rate: a run of its own
+    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",), engine="batched")
     assert [r.arm for r in plan.runs] == ["baseline", "all_fixes"] * 2
-    calls: list[tuple[str, int]] = []
-    original = runner_module.Runner.run
+    calls: list[tuple[str, list[int]]] = []
+    original = runner_module.Runner.run_unit
 
-    def interrupted_after_one(self, spec):
+    def interrupted_after_one(self, specs):
         if calls:
             raise KeyboardInterrupt
-        calls.append((spec.arm, spec.seed))
-        return original(self, spec)
+        calls.append((specs[0].arm, [s.seed for s in specs]))
+        return original(self, specs)
 
-    monkeypatch.setattr(runner_module.Runner, "run", interrupted_after_one)
+    monkeypatch.setattr(runner_module.Runner, "run_unit", interrupted_after_one)
     with pytest.raises(KeyboardInterrupt):
         run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
-    assert calls == [("baseline", 0)]
+    assert calls == [("baseline", [0, 1])]  # one unit: the arm's seeds batched
 
-    rerun: list[tuple[str, int]] = []
+    rerun: list[tuple[str, list[int]]] = []
 
-    def counting(self, spec):
-        rerun.append((spec.arm, spec.seed))
-        return original(self, spec)
+    def counting(self, specs):
+        rerun.append((specs[0].arm, [s.seed for s in specs]))
+        return original(self, specs)
 
-    monkeypatch.setattr(runner_module.Runner, "run", counting)
+    monkeypatch.setattr(runner_module.Runner, "run_unit", counting)
     result = run_plan(plan, workdir / "cache", progress=True, log=lambda line: None)
-    assert rerun == [("all_fixes", 0), ("baseline", 1), ("all_fixes", 1)]  # seed 0's baseline came from the cache
+    assert rerun == [("all_fixes", [0, 1])]  # the baseline's seeds came from the cache
     assert [r.status for r in result.results] == [OK] * 4
+    # a batched seed's result does not depend on the seeds beside it: seed 0 alone, bit for bit
+    alone = run_plan(plan_for(1, budget=2 * BUDGET, arms=("gap",), engine="batched"), workdir / "alone-cache",
+                     progress=False, log=lambda line: None)
+    assert [r.scores for r in alone.results] == [r.scores for r in result.results if r.spec.seed == 0]
 
 
 def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
-    from brax_diff.verify import ppo_torch
+    from brax_diff.verify import ppo_batched
 
-    real_train = ppo_torch.train
+    real_train = ppo_batched.train
 
     def nan_without_the_fix(env, settings, *args, **kwargs):
         if settings.learning_rate == 1e-3 and settings.unrolls_per_update == 2:  # loo:learning_rate
             raise FloatingPointError("NaN or inf at update 3 (loss nan, reward 0.5)")
         return real_train(env, settings, *args, **kwargs)
 
-    monkeypatch.setattr(ppo_torch, "train", nan_without_the_fix)
-    plan = plan_for(2, budget=3 * BUDGET, keys=("learning_rate", "unrolls_per_update"))
+    monkeypatch.setattr(ppo_batched, "train", nan_without_the_fix)
+    plan = plan_for(2, budget=3 * BUDGET, keys=("learning_rate", "unrolls_per_update"), engine="batched")
     result = run_plan(plan, workdir / "cache", progress=False, output_dir=workdir / "failed", log=lambda line: None)
     failed = [r for r in result.results if r.status == FAILED]
     assert [(r.spec.arm, r.spec.seed) for r in failed] == [("loo:learning_rate", 0), ("loo:learning_rate", 1)]
@@ -189,7 +194,7 @@ def test_a_crashing_run_is_recorded_as_failed_not_dropped(workdir, monkeypatch):
     saved = json.loads((workdir / "failed" / "verify.json").read_text())
     assert sorted(r["status"] for r in saved["runs"]).count("failed") == 2
     # a recorded failure is kept on resume, and retried only when asked
-    monkeypatch.setattr(ppo_torch, "train", real_train)
+    monkeypatch.setattr(ppo_batched, "train", real_train)
     again = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
     assert [r.status for r in again.results].count(FAILED) == 2
     retried = run_plan(plan, workdir / "cache", progress=False, retry_failed=True, log=lambda line: None)
@@ -264,3 +269,61 @@ def test_every_training_process_runs_xla_on_one_thread(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
     warning = runner_module._configure_cpu_process()
     assert warning.startswith("XLA_FLAGS='--xla_cpu_multi_thread_eigen=true', not '--xla_cpu_multi_thread_eigen=false")
+
+
+def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir, tmp_path, monkeypatch):
+    """`--executor ray` on a local 2-CPU Ray: one worker is killed (SIGKILL) in the middle of
+    its unit; Ray retries that unit, the results equal a local run's bit for bit, every unit
+    finished once, and a second verify finds everything in the cache and submits nothing."""
+    import os
+    import signal
+    import threading
+    import time
+
+    ray = pytest.importorskip("ray", reason="the Ray test needs the distributed extra")
+    plan = plan_for(2, budget=2 * BUDGET, arms=("gap",), engine="batched")  # baseline, all_fixes: 2 units of 2 seeds
+    local = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)  # cached by the resume test
+    cache = tmp_path / "ray-cache"
+    cache.mkdir()
+    (cache / "xla").symlink_to(workdir / "cache" / "xla")  # the compiled programs of this module's shapes
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(runner_module.TRACE_ENV, str(trace))  # workers of a Ray started here inherit it
+    killed: list[tuple[str, int]] = []
+
+    def kill_the_first_worker_that_starts_a_unit() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            starts = [line.split() for line in (trace.read_text().splitlines() if trace.exists() else [])]
+            if starts:
+                _, run, pid = starts[0]
+                time.sleep(0.5)  # into its training
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append((run, int(pid)))
+                return
+            time.sleep(0.05)
+
+    from brax_diff.verify.ray_executor import runtime_env
+
+    ray.init(num_cpus=2, runtime_env=runtime_env(), include_dashboard=False, log_to_driver=False)
+    try:
+        killer = threading.Thread(target=kill_the_first_worker_that_starts_a_unit, daemon=True)
+        killer.start()
+        result = run_plan(plan, cache, progress=False, log=lambda line: None, executor="ray")
+        killer.join(timeout=5)
+        assert len(killed) == 1
+        events = [line.split() for line in trace.read_text().splitlines()]
+        killed_run, killed_pid = killed[0]
+        assert ["done", killed_run, str(killed_pid)] not in events  # killed mid-run: that try never finished
+        starts = sorted(run for event, run, _ in events if event == "start")
+        dones = sorted(run for event, run, _ in events if event == "done")
+        assert len(dones) == 2 and len(set(dones)) == 2  # each unit finished exactly once
+        assert starts.count(killed_run) == 2 and len(starts) == 3  # the killed unit was retried, nothing else
+        assert [r.status for r in result.results] == [OK] * 4
+        assert [(r.spec.arm, r.spec.seed, r.scores) for r in result.results] == [
+            (r.spec.arm, r.spec.seed, r.scores) for r in local.results]
+        assert len(list((cache / "runs").glob("*.json"))) == 4
+        again = run_plan(plan, cache, progress=False, log=lambda line: None, executor="ray")
+        assert [r.scores for r in again.results] == [r.scores for r in local.results]
+        assert len(trace.read_text().splitlines()) == len(events)  # everything from the cache: no task
+    finally:
+        ray.shutdown()

@@ -39,6 +39,13 @@ def register(app) -> None:
     command.flag("retry_failed", "--retry-failed", help="Rerun runs recorded as failed.")
     command.option("jobs", "--jobs", type=integer, help="Runs at once, each in a process of its own "
                    "(default 1; the cpu preset: 2, one per core).")
+    command.option("engine", "--engine", help="How the PyTorch runs train: single (one run per seed, "
+                   "the default) or batched (an arm's seeds as one model: ~3x the CPU throughput for "
+                   "5 seeds; its full-run scores are not yet shown to match single's, docs/verify.md).")
+    command.option("executor", "--executor", help="local (this machine, --jobs processes) or ray "
+                   "(every unit of work a Ray task; pip install 'brax-diff[distributed]').")
+    command.option("address", "--address", help="With --executor ray: the cluster's HOST:PORT "
+                   "(what `ray start --head` prints), or auto; default: Ray on this machine.")
     command.option("throughput", "--throughput", type=path_type, help="Measured throughput (TOML from "
                    "benchmarks/bench_trainers.py) for the time estimate.")
     command.option("cache", "--cache", type=path_type, help="Run cache (default .brax-diff-cache/verify).")
@@ -67,6 +74,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
            num_envs: int | None = None, evals: int | None = None, eval_envs: int | None = None,
            deterministic: bool = False, keys: str | None = None, overrides: list[str] | None = None,
            no_reference: bool = False, retry_failed: bool = False, jobs: int | None = None,
+           engine: str = "single", executor: str = "local", address: str | None = None,
            throughput: Path | None = None, cache: Path | None = None, output: Path | str = "reports/verify",
            fmt: str = "text", brax_json: Path | None = None, slm_json: Path | None = None,
            brax_repo: str | None = None, brax_ref: str | None = None, playground_repo: str | None = None,
@@ -81,13 +89,14 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     from ..verify import build_plan, run_plan, training_stack_missing
     from ..verify.costs import estimate, load_throughput
     from ..verify.inputs import extractions_from_repos, load_extraction, written_variants
-    from ..verify.plan import PRESETS, resolve_options
+    from ..verify.plan import PRESETS, check_executor, resolve_options
     from ..verify.settings import split_sets
     from .common import print_json
 
     output = Path(output)
     if fmt not in ("text", "json"):
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
+    check_executor(executor, address)
     trainer_overrides, spec_sets = split_sets(overrides)
     options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
                               eval_envs=eval_envs, jobs=jobs, overrides=trainer_overrides)
@@ -115,7 +124,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         if all_fixes == "spec":
             fixed = written_variants(settings, envs, variant=variant, sets=spec_sets, keys=key_list)
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
-                      reference=not no_reference, deterministic=deterministic, **options)
+                      reference=not no_reference, deterministic=deterministic, engine=engine, **options)
     plan.spec_sets = dict(spec_sets)
     cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:
@@ -135,7 +144,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         for warning in plan.warnings:
             _echo(f"warning: {warning}", err=True)
     result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
-                      retry_failed=retry_failed, jobs=jobs)
+                      retry_failed=retry_failed, jobs=jobs, executor=executor, address=address)
     if fmt == "json":
         print_json(result.to_json())
     else:

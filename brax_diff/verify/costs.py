@@ -7,7 +7,10 @@ Static (no torch, no jax). A PyTorch run's seconds are
     SGD          gradient steps x gradient_step_s + steps x epochs x parameters x sample_param_s
     evaluation   checkpoints x (eval_run_s + eval_envs x episode_length x eval_env_step_s)
 
-and a run of Brax's trainer the same with its own constants (one jitted program, so its
+for one seed. The seeds of one PyTorch arm train as one unit (:func:`.plan.units`, the
+seed-batched trainer), which pays the per-call terms once for all of its N seeds: run_s,
+collect_step_s and gradient_step_s once per unit, the per-env-step, per-sample and per-episode
+terms N times. A run of Brax's trainer is a unit of its own, the same with its own constants (one jitted program, so its
 collection and SGD terms are cheaper, but every call traces and loads it again: run_s), plus a
 compile time per distinct shape. The shipped
 constants (``brax_diff/data/throughput.toml``) were measured on this project's machine by
@@ -83,12 +86,13 @@ def _mlp_parameters(inputs: int, hidden: tuple[int, ...], outputs: int) -> int:
 OBS_SIZE, ACTION_SIZE = 5, 1
 
 
-def run_seconds(spec: RunSpec, throughput: Throughput) -> float:
-    """Estimated seconds of one run, compilation excluded."""
+def run_seconds(spec: RunSpec, throughput: Throughput, seeds: int = 1) -> float:
+    """Estimated seconds of one run, compilation excluded; ``seeds`` > 1: of a PyTorch unit of
+    that many seeds of ``spec``'s arm trained batched."""
     steps, scoring = spec.budget, spec.scoring
     episode = DEFAULT_EPISODE_LENGTH
-    evaluation = (scoring.evals + 1) * (throughput.get("eval", "run_s")
-                                        + scoring.eval_envs * episode * throughput.get("eval", "env_step_s"))
+    evaluation = seeds * (scoring.evals + 1) * (throughput.get("eval", "run_s")
+                                                + scoring.eval_envs * episode * throughput.get("eval", "env_step_s"))
     if spec.trainer == BRAX:
         train = spec.settings.get("train", {})
         network = spec.settings.get("network", {})
@@ -108,9 +112,9 @@ def run_seconds(spec: RunSpec, throughput: Throughput) -> float:
     updates = steps // settings.transitions_per_update
     gradient_steps = updates * settings.epochs_per_update * settings.minibatches_per_epoch
     return (throughput.get("torch", "run_s") + (steps / settings.num_envs) * throughput.get("torch", "collect_step_s")
-            + steps * throughput.get("torch", "collect_env_step_s")
+            + seeds * steps * throughput.get("torch", "collect_env_step_s")
             + gradient_steps * throughput.get("torch", "gradient_step_s")
-            + steps * settings.epochs_per_update * parameters * throughput.get("torch", "sample_param_s")
+            + seeds * steps * settings.epochs_per_update * parameters * throughput.get("torch", "sample_param_s")
             + evaluation)
 
 
@@ -145,18 +149,25 @@ def _duration(seconds: float) -> str:
 def estimate(plan: Plan, throughput: Throughput, jobs: int = 1) -> Estimate:
     """Seconds for every run of the plan, plus one compilation per distinct program shape (per
     worker), spread over ``jobs`` processes that each get a core."""
+    from .plan import units
+
     total, per_arm = 0.0, {}
     shapes: set[tuple] = set()
     compile_seconds = 0.0
-    for spec in plan.runs:
-        seconds = run_seconds(spec, throughput)
+    first: dict[str, int] = {}  # arms with equal settings are one run (the runner trains it once)
+    for index, spec in enumerate(plan.runs):
+        first.setdefault(spec.run_id(""), index)
+    work = units(plan, sorted(first.values()), jobs)
+    for unit in work:
+        spec = plan.runs[unit[0]]
+        seconds = run_seconds(spec, throughput, len(unit))
         total += seconds
-        per_arm.setdefault(spec.arm, seconds)
-        shape = (spec.trainer, spec.env, _shape(spec))
+        per_arm.setdefault(spec.arm, seconds / len(unit))
+        shape = (spec.trainer, spec.env, _shape(spec), len(unit))
         if shape not in shapes:
             shapes.add(shape)
             compile_seconds += throughput.get("brax" if spec.trainer == BRAX else "torch", "compile_s")
-    jobs = max(1, min(jobs, len(plan.runs)))
+    jobs = max(1, min(jobs, len(work)))
     return Estimate(total / jobs + compile_seconds, per_arm, compile_seconds, throughput.machine, throughput.date,
                     jobs)
 

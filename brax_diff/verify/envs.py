@@ -91,11 +91,19 @@ class PlaygroundVecEnv:
         obs = self._state.obs
         return self._to_torch(obs["state"] if isinstance(obs, dict) else obs)
 
-    def reset(self, seed: int) -> torch.Tensor:
-        """Reset every env with the keys Brax's ``ppo.train`` resets its envs with at this seed."""
+    def reset(self, seed: int | list[int]) -> torch.Tensor:
+        """Reset every env with the keys Brax's ``ppo.train`` resets its envs with at this seed;
+        a list of N seeds: the envs are N equal blocks, block i reset with seed i's keys (the
+        seed-batched trainer, :mod:`.ppo_batched`)."""
+        import jax.numpy as jnp
+
         from .evaluate import training_reset_keys
 
-        self._state = self._reset(training_reset_keys(seed, self.num_envs))
+        seeds = [seed] if isinstance(seed, int) else list(seed)
+        if not seeds or self.num_envs % len(seeds):
+            raise ValueError(f"{self.num_envs} envs do not split into {len(seeds)} seeds")
+        per_seed = self.num_envs // len(seeds)
+        self._state = self._reset(jnp.concatenate([training_reset_keys(s, per_seed) for s in seeds]))
         return self._obs()
 
     def step(self, action: torch.Tensor):

@@ -94,24 +94,38 @@ def make_policy(settings: TrainerSettings, deterministic: bool) -> Callable:
 
 
 class TorchEvaluator:
-    """Scores a PyTorch PPO agent with Brax's Evaluator on evaluation envs of its own."""
+    """Scores PyTorch PPO agents with Brax's Evaluator on evaluation envs of their own.
 
-    def __init__(self, env_name: str, settings: TrainerSettings, seed: int, eval_envs: int, deterministic: bool,
-                 episode_length: int | None = None):
+    ``seed`` may be a list: the seeds of a seed-batched run share one compiled Evaluator.
+    Its only per-seed state is its key (the donated env state it keeps is a buffer the unroll
+    overwrites from a fresh reset), so seed i's key is swapped in for seed i's evaluation:
+    the same episodes as an Evaluator of its own, without tracing one per seed.
+    """
+
+    def __init__(self, env_name: str, settings: TrainerSettings, seed: int | list[int], eval_envs: int,
+                 deterministic: bool, episode_length: int | None = None):
         from brax.training import acting
         from mujoco_playground import wrapper
 
         from .envs import load_playground
 
+        seeds = [seed] if isinstance(seed, int) else list(seed)
         env, config = load_playground(env_name)
         self.episode_length = int(episode_length or config.episode_length)
         self.action_repeat = int(config.get("action_repeat", 1))
         eval_env = wrapper.wrap_for_brax_training(env, episode_length=self.episode_length,
                                                   action_repeat=self.action_repeat)
+        self._keys = [brax_keys(s)["eval_key"] for s in seeds]
         self._evaluator = acting.Evaluator(eval_env, make_policy(settings, deterministic), num_eval_envs=eval_envs,
                                            episode_length=self.episode_length, action_repeat=self.action_repeat,
-                                           key=brax_keys(seed)["eval_key"])
+                                           key=self._keys[0])
+
+    def score(self, params: dict[str, Any], index: int = 0) -> float:
+        """The mean evaluation return of seed ``index``'s policy ``params`` (:func:`policy_params`)."""
+        self._evaluator._key = self._keys[index]
+        metrics = self._evaluator.run_evaluation(params, training_metrics={})
+        self._keys[index] = self._evaluator._key
+        return float(metrics["eval/episode_reward"])
 
     def __call__(self, agent) -> float:
-        metrics = self._evaluator.run_evaluation(policy_params(agent), training_metrics={})
-        return float(metrics["eval/episode_reward"])
+        return self.score(policy_params(agent))

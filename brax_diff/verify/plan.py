@@ -81,7 +81,29 @@ def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
     options["arms"] = tuple(arms)
     return options
 
+EXECUTORS = ("local", "ray")  # where units of work run: this machine's processes, or Ray tasks
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    """--executor and --address, checked before any work (static: Ray is not imported)."""
+    if executor not in EXECUTORS:
+        raise BraxDiffError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "ray":
+        raise BraxDiffError("--address names a Ray cluster: it needs --executor ray")
+
+
 TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
+# How `verify` trains TORCH runs (--engine). SINGLE: one run per seed (ppo_torch.train, the
+# trainer checked against SLM-Lab's own update), the default. BATCHED: an arm's seeds in one
+# seed-batched model (ppo_batched.py), 2.96x the CPU throughput for 5 seeds; opt-in because
+# over a whole cpu-preset run its scores were not yet shown to follow the single-seed
+# trainer's distribution (docs/verify.md). A seed's batched result does not depend on the
+# seeds batched beside it (tested bit for bit) but is not bit-identical to a single-seed run,
+# so the engine is part of a batched run's cache identity (a single-seed run's identity is as
+# it was before batching existed, so its cached results stay valid). /2: each seed samples
+# its actions from the single-seed trainer's own stream (/1 drew them from another).
+SINGLE, BATCHED = "single", "seed-batched/2"
+ENGINES = {"single": SINGLE, "batched": BATCHED}  # --engine NAME -> engine
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
 
 
@@ -160,10 +182,14 @@ class RunSpec:
     budget: int
     settings: Mapping[str, Any]
     scoring: Scoring
+    engine: str = SINGLE  # how a TORCH run trains (ENGINES); Brax's trainer has one way
 
     def identity(self, version: str) -> dict:
-        return {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
-                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        out = {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
+               "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        if self.trainer == TORCH and self.engine != SINGLE:
+            out["engine"] = self.engine
+        return out
 
     def run_id(self, version: str) -> str:
         """The cache key: a hash of everything that changes the run's outcome (not its arm name)."""
@@ -171,15 +197,19 @@ class RunSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
     def to_json(self) -> dict:
-        return {"trainer": self.trainer, "arm": self.arm, "env": self.env, "seed": self.seed,
-                "budget": self.budget, "settings": dict(self.settings), "scoring": self.scoring.to_json()}
+        out = {"trainer": self.trainer, "arm": self.arm, "env": self.env, "seed": self.seed,
+               "budget": self.budget, "settings": dict(self.settings), "scoring": self.scoring.to_json()}
+        if self.engine != SINGLE:
+            out["engine"] = self.engine
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunSpec":
         scoring = data["scoring"]
         return cls(data["trainer"], data["arm"], data["env"], int(data["seed"]), int(data["budget"]),
                    dict(data["settings"]), Scoring(int(scoring["evals"]), int(scoring["eval_every"]),
-                                                   int(scoring["eval_envs"]), bool(scoring["deterministic"])))
+                                                   int(scoring["eval_envs"]), bool(scoring["deterministic"])),
+                   data.get("engine", SINGLE))
 
 
 @dataclass
@@ -398,7 +428,7 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                overrides: Mapping[str, Any] | None = None, reference: bool = True,
                arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
                evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False,
-               fixed: Extraction | Mapping[str, Extraction] | None = None) -> Plan:
+               fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single") -> Plan:
     """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
@@ -412,7 +442,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     same scope, read back. all_fixes then trains exactly its settings (the baseline of
     ``verify --slm-variant`` that variant), and the keys it moves are those the variant
     changes, to the values it sets; ``keys`` must then be None (the variant's scope is it).
+    ``engine`` (a name of ENGINES) is how the PyTorch runs train.
     """
+    if engine not in ENGINES:
+        raise BraxDiffError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if seeds < 1:
         raise BraxDiffError(f"--seeds must be >= 1, got {seeds}")
     if budget < 1:
@@ -526,7 +559,7 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     if total > budget * 1.1 and not any("more than the budget" in w for w in warnings):
         warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm")
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
-    runs = [RunSpec(trainer, name, env, seed, total, settings, scoring)
+    runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
@@ -548,6 +581,28 @@ def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, writte
         else:
             out.append(a)
     return out
+
+
+def units(plan: Plan, indices: list[int], jobs: int = 1) -> list[list[int]]:
+    """The runs ``indices`` of ``plan`` as units of work: with the batched engine, the seeds of
+    one PyTorch arm on one environment train together (one seed-batched run); every other run
+    is a unit of its own. A unit is split in halves while there are fewer units than ``jobs``
+    (a seed's result does not depend on the seeds it trains beside: tested)."""
+    groups: dict[tuple, list[int]] = {}
+    for index in indices:
+        spec = plan.runs[index]
+        if spec.trainer == TORCH and spec.engine == BATCHED:
+            key = (spec.trainer, spec.env, spec.budget, dumps(dict(spec.settings)), dumps(spec.scoring.to_json()))
+        else:
+            key = ("unit", index)
+        groups.setdefault(key, []).append(index)
+    out = list(groups.values())
+    while len(out) < jobs and any(len(u) > 1 for u in out):
+        largest = max(out, key=len)
+        out.remove(largest)
+        half = (len(largest) + 1) // 2
+        out += [largest[:half], largest[half:]]
+    return sorted(out)
 
 
 def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:

@@ -183,10 +183,11 @@ class ActionDistribution:
     def __init__(self, loc: torch.Tensor, std: torch.Tensor, squash: bool):
         self.loc, self.std, self.squash = loc, std, squash
 
-    def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(raw action to store, action for the env in [-1, 1])."""
+    def sample(self, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(raw action to store, action for the env in [-1, 1]); ``noise``: the standard normal
+        draw to use (default: torch's global generator)."""
         with torch.no_grad():
-            raw = self.loc + self.std * torch.randn_like(self.loc)
+            raw = self.loc + self.std * (torch.randn_like(self.loc) if noise is None else noise)
         env_action = torch.tanh(raw) if self.squash else raw.clamp(-1.0, 1.0)
         return raw, env_action
 
@@ -196,10 +197,11 @@ class ActionDistribution:
             logp = logp - tanh_log_det_jacobian(raw)
         return logp.sum(-1)
 
-    def entropy(self) -> torch.Tensor:
+    def entropy(self, noise: torch.Tensor | None = None) -> torch.Tensor:
         entropy = 0.5 + _LOG_SQRT_2PI + self.std.log()
         if self.squash:
-            entropy = entropy + tanh_log_det_jacobian(self.loc + self.std * torch.randn_like(self.loc))
+            draw = torch.randn_like(self.loc) if noise is None else noise
+            entropy = entropy + tanh_log_det_jacobian(self.loc + self.std * draw)
         return entropy.sum(-1)
 
 

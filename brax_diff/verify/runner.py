@@ -27,7 +27,7 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import ALL_FIXES, BASELINE, BRAX, REFERENCE, TORCH, Plan, RunSpec
+from .plan import ALL_FIXES, BASELINE, BATCHED, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -121,9 +121,11 @@ class _Progress:
                                       runs=f"0/{self.total_runs}", rate="-")
         self.bar.start()
 
-    def describe(self, spec: RunSpec) -> None:
+    def describe(self, specs: list[RunSpec]) -> None:
         if self.enabled:
-            self.bar.update(self.task, description=f"{spec.env} {spec.arm} seed {spec.seed}")
+            seeds = ",".join(str(s.seed) for s in specs)
+            self.bar.update(self.task, description=f"{specs[0].env} {specs[0].arm} seed{'s' if len(specs) > 1 else ''} "
+                                                   f"{seeds}")
 
     def advance(self, steps: int, rate: float | None = None) -> None:
         self.advanced += steps
@@ -134,7 +136,7 @@ class _Progress:
         """The bar counts each run's budget: a cached or failed run fills its share at once."""
         self.done += 1
         remaining = max(0, result.spec.budget - self.advanced)
-        self.advanced = 0
+        self.advanced = max(0, self.advanced - result.spec.budget)  # a batched unit advanced for all its seeds
         if self.enabled:
             self.bar.update(self.task, advance=remaining, runs=f"{self.done}/{self.total_runs}")
 
@@ -148,7 +150,7 @@ class Runner:
     # reuses them instead of tracing and compiling again.
     _envs: dict[tuple, Any] = {}
 
-    def __init__(self, cache: RunCache, device: str, progress: _Progress):
+    def __init__(self, cache: RunCache | None, device: str, progress: _Progress):
         self.cache, self.device, self.progress = cache, device, progress
 
     def env(self, name: str, num_envs: int, episode_length: int | None):
@@ -160,27 +162,38 @@ class Runner:
         return self._envs[key]
 
     def run(self, spec: RunSpec) -> RunResult:
-        self.progress.describe(spec)
+        return self.run_unit([spec])[0]
+
+    def run_unit(self, specs: list[RunSpec]) -> list[RunResult]:
+        """One unit of work (:func:`units`): a PyTorch arm's seeds trained together, or one run of
+        Brax's trainer. Each result is stored in the cache (when the runner has one) as it is
+        known; a crash fails every run of the unit, a NaN only its seed."""
+        self.progress.describe(specs)
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
-            if spec.trainer == TORCH:
-                result = self._run_torch(spec)
-            elif spec.trainer == BRAX:
-                result = self._run_brax(spec)
+            if specs[0].trainer == TORCH and specs[0].engine == BATCHED:
+                results = self._run_torch_batched(specs)
+            elif specs[0].trainer == TORCH and len(specs) == 1:
+                results = [self._run_torch(specs[0])]
+            elif specs[0].trainer == BRAX and len(specs) == 1:
+                results = [self._run_brax(specs[0])]
             else:
-                raise BraxDiffError(f"unknown trainer {spec.trainer!r}")
+                raise BraxDiffError(f"unknown trainer {specs[0].trainer!r}, or a unit of {len(specs)} runs that "
+                                    "do not train batched")
         except (KeyboardInterrupt, BraxDiffError):
             raise
         except Exception as exc:  # a crash is a result too: recorded, shown, never dropped
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            result = RunResult(spec, FAILED, error=f"{type(exc).__name__}: {message}"[:500],
-                               seconds=time.perf_counter() - started, device=self.device,
-                               score_kind=spec.scoring.kind)
-        result.cpu_seconds = time.process_time() - cpu_started
-        self.cache.store(result)
-        return result
+            seconds = (time.perf_counter() - started) / len(specs)
+            results = [_failed(spec, exc, seconds, self.device) for spec in specs]
+        cpu_share = (time.process_time() - cpu_started) / len(specs)  # each run's share of the unit's CPU time
+        for result in results:
+            result.cpu_seconds = cpu_share
+            if self.cache is not None:
+                self.cache.store(result)
+        return results
 
     def _run_torch(self, spec: RunSpec) -> RunResult:
+        """One seed with the single-seed trainer (:mod:`.ppo_torch`)."""
         from . import ppo_torch
         from .evaluate import TorchEvaluator
 
@@ -204,6 +217,43 @@ class Runner:
         return RunResult(spec, OK, log.steps, log.scores, log.scores[-1], log.env_steps, log.seconds,
                          device=self.device, score_kind=spec.scoring.kind)
 
+    def _run_torch_batched(self, specs: list[RunSpec]) -> list[RunResult]:
+        """Every seed of ``specs`` (one arm, one env) in one seed-batched run (:mod:`.ppo_batched`)."""
+        from . import ppo_batched
+        from .evaluate import TorchEvaluator
+
+        spec = specs[0]
+        settings = TrainerSettings.from_json(spec.settings)
+        seeds = [s.seed for s in specs]
+        env = self.env(spec.env, settings.num_envs * len(seeds), settings.episode_length)
+        evaluator = TorchEvaluator(spec.env, settings, seeds, spec.scoring.eval_envs, spec.scoring.deterministic,
+                                   settings.episode_length)
+        clock = {"t": time.perf_counter()}
+
+        def on_update(steps: int) -> None:
+            now = time.perf_counter()
+            self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
+            clock["t"] = now
+
+        logs, failures = ppo_batched.train(env, settings, spec.budget, seeds, self.device, on_update,
+                                           evaluate=lambda i, params: evaluator.score(params, i),
+                                           eval_every=spec.scoring.eval_every)
+        results = []
+        for i, (run, log) in enumerate(zip(specs, logs)):
+            error = None
+            if i in failures:
+                error = FloatingPointError(failures[i])
+            elif log.steps != run.scoring.checkpoints:
+                error = ValueError(f"evaluated at {log.steps}, not at the plan's checkpoints {run.scoring.checkpoints}")
+            elif not all(math.isfinite(s) for s in log.scores):
+                error = FloatingPointError(f"evaluation return is not finite: {log.scores}")
+            if error is not None:
+                results.append(_failed(run, error, log.seconds, self.device))
+            else:
+                results.append(RunResult(run, OK, log.steps, log.scores, log.scores[-1], log.env_steps, log.seconds,
+                                         device=self.device, score_kind=run.scoring.kind))
+        return results
+
     def _run_brax(self, spec: RunSpec) -> RunResult:
         from . import brax_reference
 
@@ -221,6 +271,12 @@ class Runner:
                                                       on_eval)
         return RunResult(spec, OK, steps, scores, scores[-1], steps[-1], seconds, device=self.device,
                          score_kind=spec.scoring.kind)
+
+
+def _failed(spec: RunSpec, exc: BaseException, seconds: float, device: str) -> RunResult:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return RunResult(spec, FAILED, error=f"{type(exc).__name__}: {message}"[:500], seconds=seconds, device=device,
+                     score_kind=spec.scoring.kind)
 
 
 # -- statistics over runs ----------------------------------------------------------------
@@ -430,46 +486,103 @@ def _jax_backend_started() -> bool:
 
 
 _WORKER: dict[str, Any] = {}
+TRACE_ENV = "BRAX_DIFF_VERIFY_TRACE"  # a file: every worker appends "start|done <first run id> <pid>" per unit
 
 
-def _worker_start(cache_dir: str, device: str) -> None:
-    """A worker of ``run_plan(jobs > 1)``: one thread each, the shared XLA and run caches."""
+def _trace(event: str, specs: list[RunSpec]) -> None:
+    """One line per unit started and finished, when TRACE_ENV names a file (tests, debugging)."""
+    import os
+
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        from .. import __version__
+
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{event} {specs[0].run_id(__version__)} {os.getpid()}\n")
+
+
+def _worker_start(cache_dir: str | None, device: str | None, store: bool = True) -> None:
+    """A worker process (``--jobs``, or a Ray worker): one thread each, the shared XLA cache;
+    it stores results in the run cache when it has the directory (a process pool on this
+    machine), else only returns them (Ray: the driver stores)."""
     _configure_cpu_process()
     from .envs import enable_compilation_cache
 
-    enable_compilation_cache(Path(cache_dir) / "xla")
-    _WORKER["runner"] = Runner(RunCache(cache_dir), device, _Progress.disabled())
+    if cache_dir is not None:
+        try:
+            enable_compilation_cache(Path(cache_dir) / "xla")
+        except OSError:
+            pass  # another node's file system: compile without the cache
+    _WORKER["runner"] = Runner(RunCache(cache_dir) if cache_dir and store else None, device or pick_device(),
+                               _Progress.disabled())
 
 
-def _worker_run(spec_json: dict) -> dict:
+def _worker_run(spec_jsons: list[dict]) -> list[dict]:
     from .plan import RunSpec
 
-    return _WORKER["runner"].run(RunSpec.from_json(spec_json)).to_json()
+    specs = [RunSpec.from_json(s) for s in spec_jsons]
+    _trace("start", specs)
+    results = [r.to_json() for r in _WORKER["runner"].run_unit(specs)]
+    _trace("done", specs)
+    return results
 
 
 def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_dir: str | Path | None = None,
-             retry_failed: bool = False, device: str | None = None, log=None, jobs: int = 1) -> VerifyResult:
+             retry_failed: bool = False, device: str | None = None, log=None, jobs: int = 1,
+             executor: str = "local", address: str | None = None) -> VerifyResult:
     """Run every run of ``plan`` not already in the cache, then judge and plot.
 
-    ``jobs`` > 1 runs that many runs at once, each in a process of its own with one thread
-    (on a CPU: one per core). ``log`` receives human-readable lines (default: stderr).
-    Results go to ``output_dir/verify.json`` and ``output_dir/plots/`` when given.
+    Runs are grouped into units of work (:func:`units`: a PyTorch arm's seeds train as one
+    batched model). ``executor="local"``: ``jobs`` > 1 runs that many units at once, each in
+    a process of its own with one thread (on a CPU: one per core). ``executor="ray"``: every
+    unit is a Ray task (:mod:`.ray_executor`) on the cluster at ``address`` (None: a Ray
+    started here), its results stored here as each task returns. ``log`` receives
+    human-readable lines (default: stderr). Results go to ``output_dir/verify.json`` and
+    ``output_dir/plots/`` when given.
     """
     log = log or (lambda line: print(line, file=sys.stderr))
     started = time.perf_counter()
     quiet_xla_logs()
-    from .envs import enable_compilation_cache
-
     if jobs < 1:
         raise BraxDiffError(f"--jobs must be >= 1, got {jobs}")
+    check_executor(executor, address)
     cache = RunCache(cache_dir)
-    enable_compilation_cache(Path(cache_dir) / "xla")
-    device = device or pick_device()
-    if device == "cpu":
-        log(CPU_HINT)
-        warning = _configure_cpu_process()
-        if warning:
-            log(f"warning: {warning}")
+    cluster = None
+    if executor == "ray":
+        from .ray_executor import RayCluster
+
+        cluster = RayCluster.connect(address, log)  # an unreachable cluster stops here, the cache untouched
+    try:
+        done, device = _run_units(plan, cache, cluster, device, progress, retry_failed, log, jobs)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    results = [done[i] for i in range(len(plan.runs))]
+    decided = verdicts(plan, results)
+    result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
+                          seconds=time.perf_counter() - started)
+    if output_dir is not None:
+        result.plots = write_plots(plan, results, Path(output_dir))
+        write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
+    return result
+
+
+def _run_units(plan: Plan, cache: RunCache, cluster, device: str | None, progress: bool, retry_failed: bool, log,
+               jobs: int) -> tuple[dict[int, RunResult], str]:
+    """Every run of ``plan`` (from the cache, or trained unit by unit here, in processes, or
+    on Ray) by plan index, and the device they trained on."""
+    from .envs import enable_compilation_cache
+
+    enable_compilation_cache(Path(cache.directory) / "xla")
+    if cluster is None:
+        device = device or pick_device()
+        if device == "cpu":
+            log(CPU_HINT)
+            warning = _configure_cpu_process()
+            if warning:
+                log(f"warning: {warning}")
+    else:
+        device = cluster.device
     bar = _Progress(plan, progress)
     done: dict[int, RunResult] = {}
     pending: list[int] = []
@@ -484,31 +597,28 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
     for index in pending:
         first_of.setdefault(cache.path(plan.runs[index]), index)
     unique = sorted(first_of.values())
+    work = units(plan, unique, cluster.cpus if cluster is not None else jobs)
     try:
-        if jobs == 1 or len(unique) < 2:
+        if cluster is not None:
+            cluster.run(plan, work, done, cache, bar)
+        elif jobs == 1 or len(work) < 2:
             runner = Runner(cache, device, bar)
-            for index in unique:
-                done[index] = runner.run(plan.runs[index])
-                bar.finish_run(done[index])
+            for unit in work:
+                for index, result in zip(unit, runner.run_unit([plan.runs[i] for i in unit])):
+                    done[index] = result
+                    bar.finish_run(result)
         else:
-            _run_in_processes(plan, unique, done, cache, device, bar, jobs)
+            _run_in_processes(plan, work, done, cache, device, bar, jobs)
         for index in pending:
             if index not in done:
                 done[index] = replace(done[first_of[cache.path(plan.runs[index])]], spec=plan.runs[index])
                 bar.finish_run(done[index])
     finally:
         bar.close()
-    results = [done[i] for i in range(len(plan.runs))]
-    decided = verdicts(plan, results)
-    result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
-                          seconds=time.perf_counter() - started)
-    if output_dir is not None:
-        result.plots = write_plots(plan, results, Path(output_dir))
-        write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
-    return result
+    return done, device
 
 
-def _run_in_processes(plan: Plan, pending: list[int], done: dict[int, RunResult], cache: RunCache, device: str,
+def _run_in_processes(plan: Plan, work: list[list[int]], done: dict[int, RunResult], cache: RunCache, device: str,
                       bar: "_Progress", jobs: int) -> None:
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -516,14 +626,15 @@ def _run_in_processes(plan: Plan, pending: list[int], done: dict[int, RunResult]
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: JAX and torch start clean
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
                              initargs=(str(cache.directory), device)) as pool:
-        futures = {pool.submit(_worker_run, plan.runs[i].to_json()): i for i in pending}
+        futures = {pool.submit(_worker_run, [plan.runs[i].to_json() for i in unit]): unit for unit in work}
         try:
             while futures:
                 finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in finished:
-                    index = futures.pop(future)
-                    done[index] = RunResult.from_json(future.result())
-                    bar.finish_run(done[index])
+                    unit = futures.pop(future)
+                    for index, data in zip(unit, future.result()):
+                        done[index] = replace(RunResult.from_json(data), spec=plan.runs[index])
+                        bar.finish_run(done[index])
         except BaseException:
             for future in futures:
                 future.cancel()
