@@ -192,6 +192,17 @@ class Runner:
                 self.cache.store(result)
         return results
 
+    def _progress_per_update(self):
+        """A trainer's ``on_update(env_steps)``: advance the bar at the rate since the last update."""
+        clock = {"t": time.perf_counter()}
+
+        def on_update(steps: int) -> None:
+            now = time.perf_counter()
+            self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
+            clock["t"] = now
+
+        return on_update
+
     def _run_torch(self, spec: RunSpec) -> RunResult:
         """One seed with the single-seed trainer (:mod:`.ppo_torch`)."""
         from . import ppo_torch
@@ -201,13 +212,7 @@ class Runner:
         env = self.env(spec.env, settings.num_envs, settings.episode_length)
         evaluator = TorchEvaluator(spec.env, settings, spec.seed, spec.scoring.eval_envs, spec.scoring.deterministic,
                                    settings.episode_length)
-        clock = {"t": time.perf_counter()}
-
-        def on_update(steps: int) -> None:
-            now = time.perf_counter()
-            self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
-            clock["t"] = now
-
+        on_update = self._progress_per_update()
         log = ppo_torch.train(env, settings, spec.budget, spec.seed, self.device, on_update, evaluate=evaluator,
                               eval_every=spec.scoring.eval_every)
         if log.steps != spec.scoring.checkpoints:
@@ -228,13 +233,7 @@ class Runner:
         env = self.env(spec.env, settings.num_envs * len(seeds), settings.episode_length)
         evaluator = TorchEvaluator(spec.env, settings, seeds, spec.scoring.eval_envs, spec.scoring.deterministic,
                                    settings.episode_length)
-        clock = {"t": time.perf_counter()}
-
-        def on_update(steps: int) -> None:
-            now = time.perf_counter()
-            self.progress.advance(steps, steps / max(now - clock["t"], 1e-9))
-            clock["t"] = now
-
+        on_update = self._progress_per_update()
         logs, failures = ppo_batched.train(env, settings, spec.budget, seeds, self.device, on_update,
                                            evaluate=lambda i, params: evaluator.score(params, i),
                                            eval_every=spec.scoring.eval_every)
