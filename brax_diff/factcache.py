@@ -173,7 +173,8 @@ class FactCache:
         merged = {**known, **ids}
         self._commits[sha] = (date, merged)
         try:
-            write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}))
+            write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}),
+                         durable=False)
         except BraxDiffError as exc:
             self.disabled = True
             print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
@@ -187,12 +188,13 @@ class FactCache:
         pathset = {side: sorted(paths) for side, paths in sorted(result.reads.items())}
         known = self.pathsets(recipe)
         try:
-            write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()))
+            write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()),
+                         durable=False)
             if pathset in known and known[0] == pathset:
                 return
             updated = [pathset] + [p for p in known if p != pathset]
             self._pathsets[recipe] = updated[:MAX_PATHSETS]
-            write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]))
+            write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]), durable=False)
         except BraxDiffError as exc:
             self.disabled = True
             print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)

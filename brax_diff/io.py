@@ -123,15 +123,16 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~mask
 
 
-def _write_file(path: Path, data: bytes, mode: int = 0o666) -> None:
-    """Create ``path`` (it must not exist) with ``data`` and ``mode``, flushed to disk."""
+def _write_file(path: Path, data: bytes, mode: int = 0o666, durable: bool = True) -> None:
+    """Create ``path`` (it must not exist) with ``data`` and ``mode``, flushed to disk when ``durable``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.fchmod(fd, mode)  # exactly ``mode``: the final file keeps the old one's, or the umask's
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -170,19 +171,21 @@ def _make_parent(target: Path) -> None:
         raise BraxDiffError(f"cannot write {target}: cannot create {target.parent}: {_why(exc)}") from None
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+def write_atomic(path: str | os.PathLike, data: str | bytes, *, durable: bool = True) -> Path:
     """Write to a temporary file beside ``path``, fsync, then rename over it.
 
     Either the old content or the whole new content is on disk, never a mix; on any
     error or signal the temporary file is removed and an OSError (ENOSPC, EFBIG, ...)
-    becomes one error line.
+    becomes one error line. ``durable=False`` skips the fsync, for caches whose readers
+    treat an unreadable file as a miss (after a power cut the rename may outlive the bytes;
+    a cold report writes ~280 cache files).
     """
     target = Path(path)
     _make_parent(target)
     tmp = target.parent / f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         tmp.unlink(missing_ok=True)
-        _write_file(tmp, _as_bytes(data), _mode_for(target))
+        _write_file(tmp, _as_bytes(data), _mode_for(target), durable)
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

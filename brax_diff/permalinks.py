@@ -89,7 +89,7 @@ class LinkCache:
 
     def store(self, path: Path, answers: dict[str, str]) -> None:
         try:
-            write_atomic(path, dumps(dict(sorted(answers.items()))))
+            write_atomic(path, dumps(dict(sorted(answers.items()))), durable=False)
         except BraxDiffError:
             pass
 

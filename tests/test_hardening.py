@@ -402,7 +402,7 @@ def test_a_fact_cache_write_that_fails_is_a_warning_and_the_report_is_written(wo
     from brax_diff import factcache
     from brax_diff.errors import BraxDiffError
 
-    def disk_full(path, data):
+    def disk_full(path, data, durable=True):
         raise BraxDiffError(f"cannot write {path}: No space left on device")
 
     monkeypatch.setattr(factcache, "write_atomic", disk_full)
@@ -410,3 +410,26 @@ def test_a_fact_cache_write_that_fails_is_a_warning_and_the_report_is_written(wo
     err = capsys.readouterr().err
     assert err.count("warning: fact cache not written (cannot write ") == 1 and "No space left on device" in err
     assert listing(workspace["work"] / "reports") == ["dm_control.json", "dm_control.md"]
+
+
+def test_cache_writes_skip_fsync_and_a_torn_cache_file_is_a_miss(tmp_path, monkeypatch):
+    import os
+
+    from brax_diff import io as bio
+    from brax_diff.factcache import FactCache
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    bio.write_atomic(tmp_path / "report.md", "kept\n")
+    assert len(synced) == 1  # a report is flushed to disk before it replaces the old one
+    bio.write_atomic(tmp_path / "cache.json", "{}\n", durable=False)
+    assert len(synced) == 1 and (tmp_path / "cache.json").read_text() == "{}\n"
+    cache = FactCache(tmp_path / "c")
+    cache.remember_commit("ab" * 20, "2026-01-01T00:00:00+00:00", {"a.py": "cd" * 20})
+    assert len(synced) == 1  # the fact cache never waits for the disk
+    # what a power cut can leave behind the rename: an empty or partial file, read as nothing
+    cache._commit_file("ab" * 20).write_text('{"date": "2026-01-01T00:00:00+00:00", "ids": {"a.py"')
+    assert FactCache(tmp_path / "c").commit_answers("ab" * 20) == (None, {})
+    cache._commit_file("ab" * 20).write_text("")
+    assert FactCache(tmp_path / "c").commit_answers("ab" * 20) == (None, {})
