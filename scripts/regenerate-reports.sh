@@ -14,9 +14,9 @@ slm_repo=${SLM_REPO:-https://github.com/kengz/SLM-Lab}
 repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
 
 # The seed-era verification (CartpoleBalance, a DM Control environment) is made by the CPU
-# preset (docs/verify.md; about 25 minutes on 2 cores):
+# preset at 10 seeds (docs/verify.md; about 50 minutes on 2 cores from an empty cache):
 #   brax-diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-#     --preset cpu --all-fixes settings --set max_frame=100000000 --output reports/phase5-seed/verify
+#     --preset cpu --seeds 10 --all-fixes settings --set max_frame=100000000 --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
 for family in dm_control locomotion manipulation; do
