@@ -59,6 +59,8 @@ class CachedExtractor:
         self._values = frozenset(values)
         self._version = shipped_version(dumps(identity))
         self._answers: dict[tuple, Any] = {}  # value answers of this process, by (method, args)
+        for snapshot in self._snapshots.values():  # once: the snapshots are fixed, their commits' answers too
+            recall(cache, snapshot)
 
     @property
     def _inner(self) -> Any:
@@ -75,8 +77,6 @@ class CachedExtractor:
 
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
-        for snapshot in self._snapshots.values():
-            self._recall(snapshot)
         hit = self._cache.lookup(recipe, self._ids_now)
         reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
         if reused is not None:
@@ -93,8 +93,6 @@ class CachedExtractor:
             return copy.deepcopy(self._answers[asked])
         recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version,
                                       {"args": list(args), "kwargs": dict(sorted(kwargs.items()))})
-        for snapshot in self._snapshots.values():
-            self._recall(snapshot)
         hit = self._cache.lookup(recipe, self._ids_now)
         if hit is not None and isinstance(hit.extraction, dict) and set(hit.extraction) == {"value"}:
             self._depend_on(hit)
@@ -126,9 +124,6 @@ class CachedExtractor:
     def _ids_now(self, side: str, paths: list[str]) -> dict[str, str | None]:
         snapshot = self._snapshots[side]
         return {path: snapshot.object_id(path) for path in paths}
-
-    def _recall(self, snapshot: Snapshot) -> None:
-        recall(self._cache, snapshot)
 
     def _reuse(self, hit: CachedResult) -> Extraction | None:
         """The stored extraction, moved to the commits of this run (same blobs, same lines);

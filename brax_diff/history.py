@@ -247,7 +247,7 @@ def parse_range(text: str) -> tuple[str | None, str]:
 
 
 def _git(repo: Repository, *args: str) -> str:
-    done = subprocess.run(["git", "-C", repo.git.git_dir, *args], capture_output=True, text=True,
+    done = subprocess.run(["git", "-C", repo.git_dir, *args], capture_output=True, text=True,
                           env={**os.environ, "GIT_LITERAL_PATHSPECS": "0"})
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or ["git failed"])[-1]
