@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .facts import Extraction, dumps
 from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version
@@ -59,6 +59,7 @@ class CachedExtractor:
         self._values = frozenset(values)
         self._version = shipped_version(dumps(identity))
         self._answers: dict[tuple, Any] = {}  # value answers of this process, by (method, args)
+        self._hits: dict[str, CachedResult] = {}  # stored extractions found, by recipe (see `answers`)
         for snapshot in self._snapshots.values():  # once: the snapshots are fixed, their commits' answers too
             recall(cache, snapshot)
 
@@ -75,9 +76,22 @@ class CachedExtractor:
             return functools.partial(self._value, attr)
         return getattr(self._inner, attr)
 
+    def _recipe(self, method: str, args: tuple) -> str:
+        return FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
+
+    def answers(self, method: str, *args: Any) -> bool:
+        """Whether the cache holds ``method(*args)``'s extraction (kept for the call itself)."""
+        recipe = self._recipe(method, args)
+        if recipe not in self._hits:
+            hit = self._cache.lookup(recipe, self._ids_now)
+            if hit is None or hit.extraction is None:
+                return False
+            self._hits[recipe] = hit
+        return True
+
     def _call(self, method: str, *args: Any) -> Extraction:
-        recipe = FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
-        hit = self._cache.lookup(recipe, self._ids_now)
+        recipe = self._recipe(method, args)
+        hit = self._hits.pop(recipe, None) or self._cache.lookup(recipe, self._ids_now)
         reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
         if reused is not None:
             self._depend_on(hit)
@@ -160,6 +174,30 @@ def brax_extractor(snapshots: Mapping[str, Snapshot], cache: FactCache | None) -
         return make()
     sides = {side: snap for side, snap in snapshots.items() if side in ("brax", "playground") and snap is not None}
     return CachedExtractor(None, "brax", sides, cache, BRAX_METHODS, values=BRAX_VALUES, factory=make)
+
+
+def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Iterable[Snapshot]) -> list[str]:
+    """Extract at once, one process per extractor (:func:`brax_diff.parallel.run_shares`),
+    every call of ``calls`` (extractor, method, argument) the cache cannot answer, so the
+    calls themselves then find their answers in the cache. A run the cache answers whole
+    forks nothing. Returns the lines the other processes printed."""
+    from .parallel import processes, run_shares
+
+    if processes() < 2:
+        return []
+    missing: dict[int, list[tuple[Any, str, Any]]] = {}
+    for call in calls:
+        extractor, method, argument = call
+        if not (isinstance(extractor, CachedExtractor) and extractor.answers(method, argument)):
+            missing.setdefault(id(extractor), []).append(call)
+    if len(missing) < 2:
+        return []  # one extractor's work, or none: the serial run is as fast
+
+    def share(group: list[tuple[Any, str, Any]]) -> Callable[[], None]:
+        return lambda: [getattr(extractor, method)(argument) for extractor, method, argument in group]
+
+    repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
+    return run_shares([share(group) for group in missing.values()], cache, repositories)
 
 
 # What `report` and `extract brax` ask Brax's extractor, through the cache.

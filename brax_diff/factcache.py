@@ -106,6 +106,9 @@ class FactCache:
         self._pathsets: dict[str, list[PathSet]] = {}
         self._commits: dict[str, tuple[str | None, dict[str, str | None]]] = {}
         self.disabled = False  # set when a write failed
+        # In a forked child (brax_diff.parallel): commit answers learnt, kept for the parent to
+        # write, since several processes may learn about one commit.
+        self.pending_commits: dict[str, dict] | None = None
 
     @staticmethod
     def recipe_key(name: str, version: str, scope: Mapping[str, Any]) -> str:
@@ -132,6 +135,10 @@ class FactCache:
             found = self._load_json(self._dir(recipe) / "pathsets.json")
             self._pathsets[recipe] = [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
         return self._pathsets[recipe]
+
+    def forget_pathsets(self) -> None:
+        """Read the path sets from disk again (another process stored entries)."""
+        self._pathsets.clear()
 
     def lookup(self, recipe: str, ids_at: Callable[[str, list[str]], dict[str, str | None]],
                preferred: PathSet | None = None) -> CachedResult | None:
@@ -172,6 +179,9 @@ class FactCache:
             return
         merged = {**known, **ids}
         self._commits[sha] = (date, merged)
+        if self.pending_commits is not None:
+            self.pending_commits[sha] = {"date": date, "ids": merged}
+            return
         try:
             write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}),
                          durable=False)

@@ -534,5 +534,27 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
                         verification=verification, rules_origin=rules_origin)
 
 
+def extraction_calls(brax_extractor: Any, slm_extractor: Any, scopes: list[Scope],
+                     variant: str | None = None) -> list[tuple[Any, str, str]]:
+    """(extractor, method, argument) of every extraction :func:`generate` will ask for
+    ``scopes``, in its order (the fact cache can then answer or prefetch them all at once:
+    :func:`brax_diff.cached.prefetch`). Names are resolved here: environment lists, families,
+    the variant each scope and environment maps to."""
+    brax_calls: list[tuple[Any, str, str]] = []
+    variants: list[str] = []
+    for scope in scopes:
+        if scope.env is not None:
+            brax_calls.append((brax_extractor, "env", scope.env))
+            family = brax_extractor.family_of(scope.env)
+            variants.append(variant or slm_extractor.variant_for(family=family, env=scope.env))
+            continue
+        brax_calls.append((brax_extractor, "family", scope.family))
+        for env in brax_extractor.environments(scope.family):
+            brax_calls.append((brax_extractor, "env", env))
+            variants.append(variant or slm_extractor.variant_for(family=scope.family, env=env))
+        variants.append(variant or slm_extractor.variant_for(family=scope.family))
+    return brax_calls + [(slm_extractor, "variant", name) for name in dict.fromkeys(variants)]
+
+
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",
-           "generate", "Scope", "read_previous", "worst_at_or_above", "environment", "templates_dir"]
+           "generate", "extraction_calls", "Scope", "read_previous", "worst_at_or_above", "environment", "templates_dir"]

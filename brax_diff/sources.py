@@ -161,6 +161,10 @@ class ObjectIds:
         if sha in self.remembered:
             return
         self.remembered.add(sha)
+        self.learn(sha, answers)
+
+    def learn(self, sha: str, answers: dict[str, str | None]) -> None:
+        """Add answers at commit ``sha`` (another process read them: see brax_diff.parallel)."""
         for path, object_id in answers.items():
             self.found.setdefault((sha, path), object_id)
 

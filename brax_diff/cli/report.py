@@ -219,11 +219,11 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     """Every scope's report."""
     from pathlib import Path
 
-    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
+    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, prefetch, recall
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
     from ..permalinks import LinkCache, line_commits
-    from ..render import generate, read_previous, render_json, render_markdown, verification_entries
+    from ..render import extraction_calls, generate, read_previous, render_json, render_markdown, verification_entries
     from ..io import check_writable, finish_interrupted_writes
     from ..worktree import refresh_sources
     from .common import user_mapping
@@ -251,6 +251,11 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                                         identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
                                         values=("variant_for",), factory=make_slm)
     scopes = _scopes(brax_extractor, family, env)
+    if not no_cache:  # a cold run: Brax and SLM-Lab extracted at once, in two processes
+        story.step("extracting Brax and SLM-Lab")
+        calls = extraction_calls(brax_extractor, slm_extractor, scopes, variant)
+        for line in prefetch(calls, cache, snapshots.values()):
+            story.line(line)
     links = None if no_cache else LinkCache(fact_cache_root(settings.cache_dir))
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")

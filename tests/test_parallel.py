@@ -1,0 +1,162 @@
+"""A cold report's extractions split over forked processes (brax_diff.parallel, issue 14):
+the same bytes as one process, each extraction done once and by the process it was given,
+a failing child's share done by the parent, an interrupt reaping the children, and a
+child never reading the parent's GitPython pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from brax_diff import parallel
+from brax_diff.factcache import FactCache
+from brax_diff.sources import Repository
+from gitfixture import make_repo
+from upstream_repos import make_upstreams, repo_flags
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+# Runs `brax-diff ARGV` with every extraction logged as (pid, what) to LOG; with FAIL_IN_CHILD
+# set, an SLM-Lab variant extracted outside the first process raises.
+PROBE = r"""
+import json, os, sys
+from brax_diff.cli import main
+from extractors.brax import BraxExtractor
+from extractors.slm import SlmExtractor
+log, parent, argv = sys.argv[1], os.getpid(), json.loads(sys.argv[2])
+
+def logged(cls, method):
+    original = getattr(cls, method)
+    def wrapper(self, *args):
+        if os.environ.get("FAIL_IN_CHILD") and os.getpid() != parent and method == "variant":
+            raise RuntimeError("a child that fails")
+        with open(log, "a") as out:
+            out.write(json.dumps([os.getpid() == parent, method, list(args)]) + "\n")
+        return original(self, *args)
+    setattr(cls, method, wrapper)
+
+for method in ("env", "family"):
+    logged(BraxExtractor, method)
+logged(SlmExtractor, "variant")
+sys.exit(main(argv))
+"""
+
+
+@pytest.fixture(scope="module")
+def upstreams(tmp_path_factory):
+    return make_upstreams(tmp_path_factory.mktemp("up"))
+
+
+def report(upstreams, tmp_path: Path, name: str, processes: int, cache: Path | None = None,
+           **env: str) -> tuple[dict[str, bytes], list[tuple[bool, str, list]], str]:
+    """A report into tmp_path/name: its files, the extractions logged (in this process?,
+    method, args), stderr."""
+    log = tmp_path / f"{name}.log"
+    out = tmp_path / name
+    argv = ["report", *repo_flags(upstreams), "--slm", "HEAD", "-q", "--output", f"{out}/"]
+    environ = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_INTERACTIVE")}
+    environ.update(PYTHONPATH=str(ROOT), BRAX_DIFF_CACHE_DIR=str(cache or tmp_path / f"{name}-cache"),
+                   BRAX_DIFF_PROCESSES=str(processes), **env)
+    done = subprocess.run([sys.executable, "-c", PROBE, str(log), json.dumps(argv)], cwd=tmp_path, env=environ,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    calls = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
+    return files, calls, done.stderr
+
+
+def test_two_processes_write_what_one_writes_each_extraction_once(upstreams, tmp_path):
+    serial, serial_calls, _ = report(upstreams, tmp_path, "one", processes=1)
+    split, split_calls, stderr = report(upstreams, tmp_path, "two", processes=2)
+    assert stderr == ""
+    assert len(serial) == 6 and split == serial
+    assert all(here for here, _, _ in serial_calls)
+    # Brax's share stays here, SLM-Lab's goes to the child; nothing is extracted twice.
+    assert sorted(c[1:] for c in split_calls) == sorted(c[1:] for c in serial_calls)
+    assert len({json.dumps(c[1:]) for c in split_calls}) == len(split_calls)
+    assert {(here, method) for here, method, _ in split_calls} == {(True, "env"), (True, "family"),
+                                                                    (False, "variant")}
+    assert len([c for c in split_calls if c[1] == "variant"]) == 5  # the five variants the mapping uses
+
+
+def test_after_a_split_a_warm_run_extracts_nothing_and_reads_no_tree(upstreams, tmp_path):
+    cache = tmp_path / "cache"
+    cold, _, _ = report(upstreams, tmp_path, "cold", processes=2, cache=cache)
+    warm, warm_calls, _ = report(upstreams, tmp_path, "warm", processes=2, cache=cache)
+    assert warm == cold and warm_calls == []
+    # The child's commit answers were merged by the parent: the SLM-Lab commit's file knows
+    # every path the variants read, so a warm run looks them up without reading a tree.
+    commits = [json.loads(p.read_text()) for p in (cache / "facts" / "v2" / "commits").glob("*.json")]
+    slm_answers = [c["ids"] for c in commits if any(path.endswith(".yaml") for path in c["ids"])]
+    assert slm_answers and all(len(ids) > 3 for ids in slm_answers)
+
+
+def test_a_child_that_fails_leaves_its_share_to_the_parent(upstreams, tmp_path):
+    serial, _, _ = report(upstreams, tmp_path, "one", processes=1)
+    recovered, calls, stderr = report(upstreams, tmp_path, "two", processes=2, FAIL_IN_CHILD="1")
+    assert recovered == serial and stderr == ""
+    variants = [args for here, method, args in calls if method == "variant"]
+    assert len(variants) == 5 and all(here for here, method, _ in calls if method == "variant")
+
+
+def test_an_interrupt_here_stops_and_reaps_the_children(tmp_path, monkeypatch):
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "2")
+    pid_file = tmp_path / "child.pid"
+
+    def child_share():
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(60)
+
+    def here():
+        for _ in range(500):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run_shares([here, child_share], FactCache(tmp_path / "cache"), [])
+    assert time.monotonic() - started < 10
+    child = int(pid_file.read_text())
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(child, os.WNOHANG)
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
+
+
+def test_a_child_reads_blobs_on_its_own_git_pipes(tmp_path, monkeypatch):
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "2")
+    files = {f"f{i}.txt": f"file {i}\n" * (i + 1) for i in range(60)}
+    make_repo(tmp_path / "repo", [files])
+    snapshot = Repository(tmp_path / "repo", "brax").resolve("HEAD")
+    assert snapshot.read("f0.txt") == files["f0.txt"]  # this process's `git cat-file` is running now
+    seen = tmp_path / "seen.json"
+
+    def read_all(order):
+        return {name: snapshot.read(name) for name in order}
+
+    def child_share():
+        seen.write_text(json.dumps(read_all(sorted(files, reverse=True) * 3)))
+
+    got = {}
+    parallel.run_shares([lambda: got.update(read_all(sorted(files) * 3)), child_share],
+                        FactCache(tmp_path / "cache"), [snapshot.repository])
+    assert got == files and json.loads(seen.read_text()) == files
+    assert snapshot.read("f59.txt") == files["f59.txt"]  # and this process's pipes still work
+
+
+def test_one_process_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "1")
+    ran = []
+    assert parallel.run_shares([lambda: ran.append(0), lambda: ran.append(1)], FactCache(tmp_path), []) == []
+    assert ran == []
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "not a number")
+    assert parallel.processes() == 1
