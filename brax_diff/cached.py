@@ -194,10 +194,13 @@ def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Ite
         return []  # one extractor's work, or none: the serial run is as fast
 
     def share(group: list[tuple[Any, str, Any]]) -> Callable[[], None]:
-        return lambda: [getattr(extractor, method)(argument) for extractor, method, argument in group]
+        def extract() -> None:
+            for extractor, method, argument in group:
+                getattr(extractor, method)(argument)
+        return extract
 
     repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
-    return run_shares([share(group) for group in missing.values()], cache, repositories)
+    return run_shares([share(group) for group in missing.values()], cache, repositories)[1]
 
 
 # What `report` and `extract brax` ask Brax's extractor, through the cache.

@@ -141,19 +141,20 @@ class FactCache:
         self._pathsets.clear()
 
     def lookup(self, recipe: str, ids_at: Callable[[str, list[str]], dict[str, str | None]],
-               preferred: PathSet | None = None) -> CachedResult | None:
+               preferred: PathSet | None = None, *, count: bool = True) -> CachedResult | None:
         """The stored result valid at the commits ``ids_at(side, paths)`` reads ids from.
 
-        ``preferred`` (the path set the previous extraction read) is tried first.
+        ``preferred`` (the path set the previous extraction read) is tried first. ``count=False``:
+        not a hit or miss of its own (an answer this run's prefetch stored, asked again).
         """
         candidates = ([preferred] if preferred else []) + [p for p in self.pathsets(recipe) if p != preferred]
         for pathset in candidates:
             reads = {side: ids_at(side, paths) for side, paths in pathset.items()}
             result = CachedResult.from_json(self._load_json(self._dir(recipe) / f"{self.reads_key(reads)}.json"))
             if result is not None and result.reads == reads:  # guards against a (theoretical) hash collision
-                self.hits += 1
+                self.hits += count
                 return result
-        self.misses += 1
+        self.misses += count
         return None
 
     def _commit_file(self, sha: str) -> Path:

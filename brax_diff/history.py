@@ -296,7 +296,10 @@ class HistoryEngine:
     def __init__(self, repos: Mapping[str, Repository], cache: FactCache | None = None) -> None:
         self.repos = dict(repos)
         self.cache = cache
-        self.parsed = 0  # extractions actually run (cache misses), for benchmarks
+        self.parsed = 0  # extractions actually run (cache misses) in every process, for benchmarks
+        self._touching_memo: dict[tuple, list[str]] = {}
+        self._hits: dict[tuple, CachedResult] = {}  # answers the prefetch found, for the walk
+        self._asked_in_vain: set[tuple] = set()  # the prefetch's misses (counted once, by it)
 
     def ids(self, side: str) -> ObjectIds:
         return self.repos[side].object_ids
@@ -305,12 +308,13 @@ class HistoryEngine:
     def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, Snapshot]:
         return {side: Snapshot(self.repos[side], commit, commit.hexsha) for side, commit in commits.items()}
 
-    def outcome(self, recipe: Recipe, commits: Mapping[str, Any], preferred: dict[str, list[str]] | None = None) -> Outcome:
-        """The recipe's facts at ``commits`` (side -> git.Commit), from the cache when possible."""
+    def outcome(self, recipe: Recipe, commits: Mapping[str, Any], preferred: dict[str, list[str]] | None = None,
+                *, missed: bool = False) -> Outcome:
+        """The recipe's facts at ``commits`` (side -> git.Commit), from the cache when possible
+        (``missed``: the cache was just asked, in vain)."""
         recipe_key = FactCache.recipe_key(recipe.name, recipe.version, recipe.scope) if self.cache else ""
-        if self.cache is not None:
-            hit = self.cache.lookup(recipe_key, lambda side, paths: {p: self.ids(side)(commits[side], p) for p in paths},
-                                    preferred)
+        if self.cache is not None and not missed:
+            hit = self._lookup(recipe_key, commits, preferred)
             if hit is not None:
                 return self._from_cache(hit, commits)
         snapshots = self._snapshots(commits)
@@ -330,6 +334,23 @@ class HistoryEngine:
                 error=error,
             ))
         return Outcome(facts, error, reads)
+
+    def _lookup(self, recipe_key: str, commits: Mapping[str, Any], preferred: dict[str, list[str]] | None,
+                keep: bool = False) -> CachedResult | None:
+        """The cache's answer at ``commits``; ``keep``: remember a hit for the next call (the
+        prefetch asks first, the walk then reuses the answer)."""
+        asked = self._asked(recipe_key, commits)
+        if asked in self._hits:
+            return self._hits.pop(asked)
+        hit = self.cache.lookup(recipe_key, lambda side, paths: {p: self.ids(side)(commits[side], p) for p in paths},
+                                preferred, count=asked not in self._asked_in_vain)
+        if hit is not None and keep:
+            self._hits[asked] = hit
+        return hit
+
+    @staticmethod
+    def _asked(recipe_key: str, commits: Mapping[str, Any]) -> tuple:
+        return recipe_key, tuple(sorted((side, c.hexsha) for side, c in commits.items()))
 
     def _from_cache(self, hit: CachedResult, commits: Mapping[str, Any]) -> Outcome:
         moves = {(hit.repos[s], hit.commits[s]): (self.repos[s].web_url, commits[s].hexsha)
@@ -398,7 +419,9 @@ class HistoryEngine:
         while requery:
             requery = False
             paths = sorted(state.reads.get(side, {}))
-            for sha in touching_commits(repo, last, walk.end, paths) if paths else ():
+            candidates = self._touching(repo, last, walk.end, paths)
+            self._prefetch(recipe, side, [s for s in candidates if s in by_sha], state, others)
+            for sha in candidates:
                 if sha not in by_sha:
                     continue
                 touched.add(sha)
@@ -420,6 +443,56 @@ class HistoryEngine:
             # say why instead of printing an empty history.
             raise BraxDiffError(f"{recipe.label}: {state.error}")
         return entries
+
+    def _touching(self, repo: Repository, start: str | None, end: str, paths: list[str]) -> list[str]:
+        key = (repo.git_dir, start, end, tuple(paths))
+        if key not in self._touching_memo:  # asked by the prefetch, then by the walk
+            self._touching_memo[key] = touching_commits(repo, start, end, paths) if paths else []
+        return self._touching_memo[key]
+
+    def _prefetch(self, recipe: Recipe, side: str, shas: list[str], state: Outcome, others: dict) -> None:
+        """Extract, split over forked processes (:mod:`brax_diff.parallel`), the commits the
+        walk will extract if its read set stays as ``state``'s: each touching commit whose
+        blobs differ from the last one extracted. The walk then finds them in the cache; a
+        read set that moves makes it extract what was not guessed itself."""
+        from .parallel import processes, run_shares
+
+        workers = processes()
+        if self.cache is None or workers < 2:
+            return
+        ids, paths = self.ids(side), sorted(state.reads.get(side, {}))
+        preferred = {s: sorted(r) for s, r in state.reads.items()}
+        recipe_key = FactCache.recipe_key(recipe.name, recipe.version, recipe.scope)
+        previous, wanted = state.reads.get(side, {}), []
+        for sha in shas:
+            commit = self.repos[side].git.commit(sha)
+            current = {p: ids(commit, p) for p in paths}
+            if current != previous:
+                previous = current
+                if self._lookup(recipe_key, {side: commit, **others}, preferred, keep=True) is None:
+                    wanted.append(commit)  # a miss: extract it ahead
+        # Their misses are counted: the walk's second lookup of each is not a hit or miss of its own.
+        self._asked_in_vain.update(self._asked(recipe_key, {side: c, **others}) for c in wanted)
+        if len(wanted) < 2:
+            return
+
+        def share(commits: list) -> Callable[[], int]:
+            def extract() -> int:
+                before = self.parsed
+                for commit in commits:
+                    self.outcome(recipe, {side: commit, **others}, preferred=preferred, missed=True)
+                return self.parsed - before
+            return extract
+
+        # Runs of consecutive commits, not every n-th: a blob a commit brings is then parsed by
+        # one process, not by each.
+        count = min(workers, len(wanted))
+        bounds = [len(wanted) * i // count for i in range(count + 1)]
+        shares = [share(wanted[start:end]) for start, end in zip(bounds, bounds[1:])]
+        parsed, lines = run_shares(shares, self.cache, self.repos.values())
+        self.parsed += sum(n for n in parsed if isinstance(n, int))
+        for line in lines:  # a child's warnings (a cache it could not write)
+            print(line, file=sys.stderr)
 
     @staticmethod
     def _entry(recipe: Recipe, commit: CommitInfo, old: Outcome, new: Outcome) -> list[Entry]:

@@ -27,7 +27,7 @@ import json
 import os
 import signal
 import sys
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .factcache import FactCache
 from .sources import Repository
@@ -56,10 +56,11 @@ def processes() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def run_shares(shares: Sequence[Callable[[], None]], cache: FactCache,
-               repositories: Iterable[Repository]) -> list[str]:
-    """Run ``shares[0]`` here and each other share in a forked child, all at once; returns the
-    warnings the children printed (this process prints its own).
+def run_shares(shares: Sequence[Callable[[], Any]], cache: FactCache,
+               repositories: Iterable[Repository]) -> tuple[list[Any], list[str]]:
+    """Run ``shares[0]`` here and each other share in a forked child, all at once; returns
+    what each child's share returned (JSON; None for a child that failed) and the lines the
+    children printed (this process prints its own).
 
     With one process (see :func:`processes`) or one share, nothing is run: the caller's
     serial run does the work. A share here that raises stops the children and raises; a
@@ -67,7 +68,7 @@ def run_shares(shares: Sequence[Callable[[], None]], cache: FactCache,
     they learnt are merged into it here, once all are done.
     """
     if len(shares) < 2 or processes() < 2:
-        return []
+        return [], []
     repositories = list(repositories)
     children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
     try:
@@ -82,7 +83,7 @@ def run_shares(shares: Sequence[Callable[[], None]], cache: FactCache,
         raise
 
 
-def _fork(share: Callable[[], None], cache: FactCache, repositories: list[Repository]) -> tuple[int, int]:
+def _fork(share: Callable[[], Any], cache: FactCache, repositories: list[Repository]) -> tuple[int, int]:
     read_end, write_end = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -94,15 +95,15 @@ def _fork(share: Callable[[], None], cache: FactCache, repositories: list[Reposi
     return pid, read_end
 
 
-def _child(share: Callable[[], None], cache: FactCache, repositories: list[Repository], write_end: int) -> None:
+def _child(share: Callable[[], Any], cache: FactCache, repositories: list[Repository], write_end: int) -> None:
     captured = io.StringIO()
-    payload: dict = {"commits": {}, "output": ""}
+    payload: dict = {"commits": {}, "output": "", "value": None}
     try:
         sys.stdout = sys.stderr = captured
         for repository in repositories:
             _own_git_pipes(repository)
         cache.pending_commits = {}
-        share()
+        payload["value"] = share()
         payload["commits"] = cache.pending_commits
     except BaseException as exc:  # the parent redoes the share's work, and raises its errors
         payload["failed"] = f"{type(exc).__name__}: {exc}"
@@ -126,8 +127,10 @@ def _own_git_pipes(repository: Repository) -> None:
             setattr(command, attribute, None)
 
 
-def _collect(children: list[tuple[int, int]], cache: FactCache, repositories: list[Repository]) -> list[str]:
-    """Wait for every child; merge the commit answers each sent; their printed lines."""
+def _collect(children: list[tuple[int, int]], cache: FactCache,
+             repositories: list[Repository]) -> tuple[list[Any], list[str]]:
+    """Wait for every child; merge the commit answers each sent; their values and printed lines."""
+    values: list[Any] = []
     output: list[str] = []
     while children:
         pid, read_end = children[0]
@@ -139,11 +142,13 @@ def _collect(children: list[tuple[int, int]], cache: FactCache, repositories: li
         try:
             payload = json.loads(text)
         except ValueError:  # killed before it wrote: its share is simply not in the cache
+            values.append(None)
             continue
+        values.append(None if "failed" in payload else payload.get("value"))
         output += [line for line in str(payload.get("output", "")).splitlines() if line not in output]
         _merge_commits(payload.get("commits"), cache, repositories)
     cache.forget_pathsets()  # the children stored entries under path sets this process has not seen
-    return output
+    return values, output
 
 
 def _merge_commits(commits, cache: FactCache, repositories: list[Repository]) -> None:

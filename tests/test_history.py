@@ -7,6 +7,7 @@ import re
 import types
 
 import json
+import os
 import sys
 
 import pytest
@@ -282,6 +283,34 @@ def test_cache_makes_rerun_parse_nothing_and_output_identical(repos, tmp_path):
     bumped = engine_for(repos, FactCache(tmp_path / "cache"))
     bumped.walk([toy_recipe(version="2")], "brax", "main", {"playground": "main"})
     assert bumped.parsed == 5
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_walk_split_over_two_processes_says_what_one_process_says(repos, tmp_path, monkeypatch):
+    log = tmp_path / "extracted"
+
+    def logged(snaps):
+        with open(log, "a") as out:
+            out.write(f"{os.getpid()} {snaps['brax'].sha}\n")
+        return toy_extract(snaps)
+
+    recipe = Recipe("toy", "1", {"env": None}, ("brax", "playground"), logged)
+    walks = {}
+    for processes in ("1", "2"):
+        monkeypatch.setenv("BRAX_DIFF_PROCESSES", processes)
+        cache = FactCache(tmp_path / f"cache-{processes}")
+        engine = engine_for(repos, cache)
+        walks[processes] = History([engine.walk([recipe], "brax", "main", {"playground": "main"})])
+        assert engine.parsed == 5 and (cache.hits, cache.misses) == (0, 5)
+    assert render_json(walks["1"]) == render_json(walks["2"])
+    assert render_markdown(walks["1"]) == render_markdown(walks["2"])
+    extracted = [line.split() for line in log.read_text().splitlines()]
+    serial, split = extracted[:5], extracted[5:]
+    assert len(split) == 5 and sorted(sha for _, sha in split) == sorted(sha for _, sha in serial)
+    assert len({pid for pid, _ in split}) == 2  # the root here; of the four touching commits, two in a child
+    warm = engine_for(repos, FactCache(tmp_path / "cache-2"))
+    assert render_json(History([warm.walk([recipe], "brax", "main", {"playground": "main"})])) == render_json(walks["1"])
+    assert warm.parsed == 0 and len(log.read_text().splitlines()) == 10
 
 
 def test_cache_hit_from_another_commit_is_relinked_to_the_current_commit(tmp_path):

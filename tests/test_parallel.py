@@ -156,7 +156,7 @@ def test_a_child_reads_blobs_on_its_own_git_pipes(tmp_path, monkeypatch):
 def test_one_process_runs_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(parallel.ENV_PROCESSES, "1")
     ran = []
-    assert parallel.run_shares([lambda: ran.append(0), lambda: ran.append(1)], FactCache(tmp_path), []) == []
+    assert parallel.run_shares([lambda: ran.append(0), lambda: ran.append(1)], FactCache(tmp_path), []) == ([], [])
     assert ran == []
     monkeypatch.setenv(parallel.ENV_PROCESSES, "not a number")
     assert parallel.processes() == 1
