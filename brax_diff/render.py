@@ -14,7 +14,6 @@ calls it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import re
@@ -22,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from jinja2 import Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
-from jinja2.bccache import Bucket
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 import brax_diff
 
@@ -33,6 +31,7 @@ from .facts import Extraction, Provenance, dumps, format_value
 from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .io import read_json
+from .jinja_bytecode import private_bytecode_cache
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
@@ -124,42 +123,13 @@ def short_repo(url: str) -> str:
     return url.split("github.com/", 1)[-1] if "github.com/" in url else url
 
 
-class _QuietBytecodeCache(FileSystemBytecodeCache):
-    """Jinja's on-disk cache of compiled templates; one it cannot read or write is only slower."""
-
-    def load_bytecode(self, bucket: Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except Exception:  # noqa: BLE001 (a truncated or foreign file: compile instead)
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> FileSystemBytecodeCache | None:
-    """Compiled templates kept between runs: compiling report.md.j2 is a tenth of a second
-    of a warm report. They live in Jinja's own per-user private temporary directory (code
-    is loaded from there, so not in a cache directory others may share); the file names
-    carry a digest of this module, whose environment options shape the compiled code, and
-    Jinja checks the template source's checksum and the Python version itself."""
-    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    try:
-        return _QuietBytecodeCache(pattern=f"__brax_diff_{digest}_%s.cache")
-    except (OSError, RuntimeError):  # no private temporary directory to be had
-        return None
-
-
 @functools.lru_cache(maxsize=1)
 def environment() -> Environment:
     """The Jinja environment every template renders in; one per process, so each template
     compiles once (the environment caches what it loaded, reloading a changed file)."""
     env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
                       autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-                      bytecode_cache=_bytecode_cache())
+                      bytecode_cache=private_bytecode_cache("report", __file__))
     env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
                        tojson=lambda v: json.dumps(v, sort_keys=True), line_link=line_link)
     env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked)

@@ -496,7 +496,7 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-_TEMPLATES = sandbox(finalize=_finalize)
+_TEMPLATES = sandbox(finalize=_finalize, kept_by=(__file__,))  # _finalize's module: it shapes the code
 
 
 def _compile_template(source: str | None, where: str) -> None:

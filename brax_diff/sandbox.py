@@ -92,26 +92,50 @@ class BoundedSandbox(SandboxedEnvironment):
 
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, kept_by: tuple[str, ...] = (), **options: Any) -> None:
         super().__init__(**options)
         self.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
         self.filters = {name: self.filters[name] for name in _SAFE_FILTERS}
         self.filters["replace"] = _replace
         self._compiled: dict[str, Template] = {}
         self.compilations = 0  # how many templates this sandbox compiled (tests check "once")
+        # Compiled code kept between runs, named by a digest of this module and of ``kept_by``
+        # (the modules that choose the options: they shape the code); only for templates that
+        # passed check_template before, since the cache holds only what compiled.
+        self._kept_by = kept_by
+        self._disk: Any = None
 
     def compiled(self, source: str, tree: nodes.Template | None = None) -> Template:
         """``source`` compiled once per sandbox (``tree``: its parse, when the caller has it).
 
         Jinja's ``from_string`` compiles on every call; the globals and filters a template
-        binds are this sandbox's, fixed at construction, so a compiled one can be reused."""
+        binds are this sandbox's, fixed at construction, so a compiled one can be reused;
+        with ``kept_by``, its compiled code is also kept on disk for the next process."""
         found = self._compiled.get(source)
         if found is None:
             if len(self._compiled) >= MAX_COMPILED:
                 self._compiled.clear()
-            found = self._compiled[source] = self.from_string(source if tree is None else tree)
-            self.compilations += 1
+            found = self._compiled[source] = self._compile_kept(source, tree)
         return found
+
+    def _compile_kept(self, source: str, tree: nodes.Template | None) -> Template:
+        disk = self._disk_cache()
+        bucket = disk.get_bucket(self, "fix:" + source, None, source) if disk is not None else None
+        code = bucket.code if bucket is not None else None
+        if code is None:
+            code = self.compile(source if tree is None else tree)
+            self.compilations += 1
+            if bucket is not None:
+                bucket.code = code
+                disk.set_bucket(bucket)
+        return self.template_class.from_code(self, code, self.make_globals(None), None)
+
+    def _disk_cache(self) -> Any:
+        if self._disk is None and self._kept_by:
+            from .jinja_bytecode import private_bytecode_cache
+
+            self._disk = private_bytecode_cache("fix", __file__, *self._kept_by) or False
+        return self._disk or None
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _spend()
@@ -172,8 +196,9 @@ def render_bounded(env: BoundedSandbox, source: str, variables: dict, finalize: 
         _budget.reset(token)
 
 
-def sandbox(finalize: Callable[[Any], Any]) -> BoundedSandbox:
-    return BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=finalize)
+def sandbox(finalize: Callable[[Any], Any], kept_by: tuple[str, ...] = ()) -> BoundedSandbox:
+    """``kept_by``: keep compiled templates on disk, named by these modules' digest (see BoundedSandbox)."""
+    return BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=finalize, kept_by=kept_by)
 
 
 __all__ = ["BoundedSandbox", "TemplateLimit", "check_template", "render_bounded", "sandbox",

@@ -310,6 +310,33 @@ def test_compiled_report_templates_kept_on_disk_render_the_same(tmp_path):
     assert render() == first
 
 
+def test_compiled_fix_templates_kept_on_disk_render_the_same_fixes(tmp_path):
+    script = ("import json, sys\n"
+              f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+              "import report_fixtures as rfx\n"
+              "from brax_diff import rules\n"
+              "from brax_diff.compare import compare\n"
+              "found = rules.classify(compare(rfx.brax_extraction(), rfx.slm_extraction()), rules.load_rules())\n"
+              "print(json.dumps([c.to_json() for c in found], sort_keys=True))\n"
+              "print(rules._TEMPLATES.compilations)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+
+    def classify() -> tuple[str, int]:
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        fixes, compilations = done.stdout.rsplit("\n", 2)[:2]
+        return fixes, int(compilations)
+
+    first, compiled = classify()
+    assert compiled >= 10 and '"fix": {' in first
+    kept = list(tmp_path.glob("_jinja2-cache-*/__brax_diff_fix_*.cache"))
+    assert len(kept) == compiled
+    assert classify() == (first, 0)  # every template's code read back, none compiled
+    for path in kept:  # a cut-short file: that template is compiled again
+        path.write_bytes(path.read_bytes()[:40])
+    assert classify() == (first, compiled)
+
+
 def test_the_commit_answers_a_warm_run_trusts_are_what_git_says(upstreams, tmp_path):
     cache = tmp_path / "cache"
     argv = ["report", *repo_flags(upstreams), "--slm", "HEAD", "-q", "--family", "dm_control"]
