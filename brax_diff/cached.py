@@ -89,6 +89,18 @@ class CachedExtractor:
             self._hits[recipe] = hit
         return True
 
+    def answer_identity(self, method: str, *args: Any) -> dict | None:
+        """What the stored answer to ``method(*args)`` is made from: its recipe (this
+        extractor's code, identity and scope), the blob ids it read and where it was made
+        (see :mod:`brax_diff.report_cache`); None when the cache does not hold it. The
+        snapshots now depend on those blobs, as if the call had been made."""
+        if not self.answers(method, *args):
+            return None
+        recipe = self._recipe(method, args)
+        hit = self._hits[recipe]
+        self._depend_on(hit)
+        return {"recipe": recipe, "reads": FactCache.reads_key(hit.reads), "commits": hit.commits, "repos": hit.repos}
+
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = self._recipe(method, args)
         hit = self._hits.pop(recipe, None) or self._cache.lookup(recipe, self._ids_now)

@@ -32,6 +32,8 @@ from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .io import read_json
 from .jinja_bytecode import private_bytecode_cache
+from .scope import Scope, extraction_calls  # noqa: F401 (re-exported)
+from .severity import worst_at_or_above  # noqa: F401 (re-exported)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
@@ -436,28 +438,9 @@ def _changes_shape_ok(changes: Any) -> bool:
             and all(_state_ok(c["from"]) and _state_ok(c["to"]) for c in changes["classifications"]))
 
 
-def worst_at_or_above(model: dict, threshold: str) -> list[dict]:
-    """Differences at or above a severity (for ``--fail-on``)."""
-    if threshold not in SEVERITIES:
-        raise BraxDiffError(f"unknown severity {threshold!r} (choose from {', '.join(SEVERITIES)})")
-    return [d for d in model["differences"] if at_or_above(d["severity"], threshold)]
-
-
 # --------------------------------------------------------------------------------------
 # The pipeline for one scope, with extractor objects
 # --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What one report covers: a family (with its env matrix) or one environment."""
-
-    family: str | None = None
-    env: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.env or self.family or "report"
 
 
 def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
@@ -502,28 +485,6 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec}
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
                         verification=verification, rules_origin=rules_origin)
-
-
-def extraction_calls(brax_extractor: Any, slm_extractor: Any, scopes: list[Scope],
-                     variant: str | None = None) -> list[tuple[Any, str, str]]:
-    """(extractor, method, argument) of every extraction :func:`generate` will ask for
-    ``scopes``, in its order (the fact cache can then answer or prefetch them all at once:
-    :func:`brax_diff.cached.prefetch`). Names are resolved here: environment lists, families,
-    the variant each scope and environment maps to."""
-    brax_calls: list[tuple[Any, str, str]] = []
-    variants: list[str] = []
-    for scope in scopes:
-        if scope.env is not None:
-            brax_calls.append((brax_extractor, "env", scope.env))
-            family = brax_extractor.family_of(scope.env)
-            variants.append(variant or slm_extractor.variant_for(family=family, env=scope.env))
-            continue
-        brax_calls.append((brax_extractor, "family", scope.family))
-        for env in brax_extractor.environments(scope.family):
-            brax_calls.append((brax_extractor, "env", env))
-            variants.append(variant or slm_extractor.variant_for(family=scope.family, env=env))
-        variants.append(variant or slm_extractor.variant_for(family=scope.family))
-    return brax_calls + [(slm_extractor, "variant", name) for name in dict.fromkeys(variants)]
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",

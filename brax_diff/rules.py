@@ -41,10 +41,10 @@ from .errors import ConfigError
 from .io import read_text
 from .limits import LimitExceeded, load_json, load_yaml, load_yaml_node, yaml_error_line
 from .sandbox import TemplateLimit, check_template, render_bounded, sandbox
+from .severity import SEVERITIES, at_or_above, severity_rank  # noqa: F401 (re-exported)
 from .vocabulary import KEYS, TOPIC_TITLES
 
 # Severities, most severe first. A match has none.
-SEVERITIES = ("CRITICAL", "IMPORTANT", "MINOR")
 # Risk of applying a fix, lowest first: the recommended order takes low-risk fixes first
 # within a severity, as the reference report does.
 RISK_LEVELS = ("low", "medium", "high")
@@ -57,15 +57,6 @@ _RULE_FIELDS = {"code", "name", "topic", "keys", "severity", "rationale", "fix",
 _FIX_FIELDS = {"spec", "default_spec", "value", "text", "name", "alternatives"}
 _ALTERNATIVE_FIELDS = {"name", "set", "text"}
 _OPTION_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-
-
-def severity_rank(severity: str | None) -> int:
-    """0 for CRITICAL ... len(SEVERITIES) for no severity (a match)."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
-
-
-def at_or_above(severity: str | None, threshold: str) -> bool:
-    return severity is not None and severity_rank(severity) <= severity_rank(threshold)
 
 
 # --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .rules import SEVERITIES
+from .severity import SEVERITIES
 
 if TYPE_CHECKING:
     from rich.table import Table

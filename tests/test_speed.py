@@ -32,8 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Modules a run answered from the fact cache has no use for.
 # GitPython (git, gitdb) too: the cache knows each path's id and the date at the commits it stored.
+# Jinja too: the report cache keeps the rendered report by everything it is made from (PyYAML
+# is imported by these tests' runs for their --mapping file only).
 HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "extractors.brax", "extractors.slm", "extractors.flow",
-         "extractors.pyast", "git", "gitdb")
+         "extractors.pyast", "git", "gitdb", "jinja2")
 
 
 @pytest.fixture(scope="module")

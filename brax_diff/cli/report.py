@@ -19,11 +19,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..config import Settings
-    from ..render import Scope
+    from ..scope import Scope
     from ..review import Move
     from ..story import Story
 
 RULE_FORMATS = ("table", "md", "json")
+REPORT_FORMATS = ("md", "json", "both")  # brax_diff.render.FORMATS (not imported for this: it loads Jinja)
 
 
 class CheckFailed(BraxDiffError):
@@ -61,7 +62,7 @@ def load_extractors():
 
 
 def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
-    from ..render import Scope
+    from ..scope import Scope
 
     if env:
         brax_extractor.family_of(env)  # an unknown env is a clear error before any work
@@ -113,17 +114,15 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
     from ..io import interrupted_writes, write_all, write_atomic
-    from ..render import FORMATS, worst_at_or_above
-    from ..review import github_annotations, markdown_summary, source_moves
-    from ..rules import SEVERITIES, load_rules
     from ..session import head_warnings, open_snapshots
+    from ..severity import SEVERITIES, worst_at_or_above
     from ..story import Story
     from .common import parse_sets
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    if fmt not in FORMATS + ("github",):
-        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)}, or github with --check)")
+    if fmt not in REPORT_FORMATS + ("github",):
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(REPORT_FORMATS)}, or github with --check)")
     annotate = fmt == "github"
     if annotate and not check:
         raise BraxDiffError("--format github annotates the changes --check finds; add --check")
@@ -136,7 +135,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
                              mapping=mapping)
-    table = load_rules(settings.rules)
+    table = _rule_table(settings.rules)
     BraxExtractor, SlmExtractor = load_extractors()
     set_values = parse_sets(sets)
     story = Story.on_stderr(quiet)
@@ -166,6 +165,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
             story.line(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
                                            if path in pending else ""))
     if annotate or summary:
+        from ..review import github_annotations, markdown_summary, source_moves
+
         found = [move for result in results for move in result.moves()]
         if annotate:
             sys.stdout.write(github_annotations(found))
@@ -201,8 +202,20 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
 class ScopeResult:
     """One scope's report: its model, the report it replaces (on disk), its files and texts."""
 
-    def __init__(self, name: str, model: dict, previous: dict | None, files: list[tuple[Path | None, str]]) -> None:
-        self.name, self.model, self.previous, self.files = name, model, previous, files
+    def __init__(self, name: str, model: dict, previous: dict | Path | None,
+                 files: list[tuple[Path | None, str]]) -> None:
+        self.name, self.model, self.files = name, model, files
+        self._previous = previous  # a model, or the path of one not read yet (a cached report)
+
+    @property
+    def previous(self) -> dict | None:
+        from pathlib import Path
+
+        if isinstance(self._previous, Path):
+            from ..render import read_previous
+
+            self._previous = read_previous(self._previous)
+        return self._previous
 
     def moves(self) -> list[Move]:
         from ..render import render_markdown
@@ -217,15 +230,16 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
                   no_cache, check) -> list[ScopeResult]:
     """Every scope's report."""
+    import json
     from pathlib import Path
 
     from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, prefetch, recall
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
-    from ..permalinks import LinkCache, line_commits
-    from ..render import extraction_calls, generate, read_previous, render_json, render_markdown, verification_entries
     from ..io import check_writable, finish_interrupted_writes
-    from ..worktree import refresh_sources
+    from ..report_cache import ReportCache
+    from ..scope import extraction_calls
+    from ..verification import verification_entries
     from .common import user_mapping
 
     brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
@@ -256,7 +270,8 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
         calls = extraction_calls(brax_extractor, slm_extractor, scopes, variant)
         for line in prefetch(calls, cache, snapshots.values()):
             story.line(line)
-    links = None if no_cache else LinkCache(fact_cache_root(settings.cache_dir))
+    reports = None if no_cache else ReportCache(fact_cache_root(settings.cache_dir))
+    links = None
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
     if verification and verify:
@@ -268,7 +283,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     for scope in scopes:
         targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
-        previous_path = previous or (sibling(default_previous, "json") if default_previous else None)
+        previous_path = Path(previous) if previous else (sibling(default_previous, "json") if default_previous else None)
         if default_previous is not None and not check:
             for path in targets.values():
                 check_writable(path)  # before any work: a directory in the way is one line
@@ -281,17 +296,90 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
             verify_dir = Path(settings.reports_dir) / "verify" / scope.name
             result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir, set_values)
             verdicts = verification_entries(result, verify_dir, report_dir)
-        replaced = read_previous(previous_path) if previous_path else None
-        model = generate(brax_extractor, slm_extractor, table, scope, variant=variant, spec=settings.spec,
-                         verification=verdicts, previous=replaced,
-                         rules_origin="shipped" if settings.rules is None else settings.rules,
-                         progress=story.step)
-        model = refresh_sources(model, snapshots)  # what each work tree read differs in
-        model["line_commits"] = line_commits(model, snapshots, linked_at, links)  # links that outlast upstream moves
-        files = [(path, render_markdown(model) if kind == "md" else render_json(model))
-                 for kind, path in sorted(targets.items())]
+        rules_origin = "shipped" if settings.rules is None else settings.rules
+
+        def report_key() -> str | None:
+            if reports is None:
+                return None
+            return _report_key(scope, extraction_calls(brax_extractor, slm_extractor, [scope], variant), snapshots,
+                               variant=variant, spec=settings.spec, rules=settings.rules, rules_origin=rules_origin,
+                               verdicts=verdicts, previous_path=previous_path)
+
+        key = report_key()
+        kept = reports.get(key) if key is not None else None
+        if kept is not None:  # nothing to classify or render: the same inputs made these texts
+            texts = dict(zip(("md", "json"), kept))
+            model = json.loads(texts["json"])
+            replaced: dict | Path | None = previous_path if previous_path and previous_path.exists() else None
+        else:
+            from ..permalinks import LinkCache, line_commits
+            from ..render import generate, read_previous, render_json, render_markdown
+            from ..worktree import refresh_sources
+
+            if links is None and not no_cache:
+                links = LinkCache(fact_cache_root(settings.cache_dir))
+            replaced = read_previous(previous_path) if previous_path else None
+            model = generate(brax_extractor, slm_extractor, table(), scope, variant=variant, spec=settings.spec,
+                             verification=verdicts, previous=replaced, rules_origin=rules_origin,
+                             progress=story.step)
+            model = refresh_sources(model, snapshots)  # what each work tree read differs in
+            model["line_commits"] = line_commits(model, snapshots, linked_at, links)  # links that outlast moves
+            texts = {"md": render_markdown(model), "json": render_json(model)}
+            key = key or report_key()  # the extractions this run made are in the fact cache now
+            if key is not None:
+                reports.put(key, texts["md"], texts["json"])
+        files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
     return results
+
+
+def _report_key(scope: Scope, calls: list, snapshots: dict, *, variant: str | None, spec: str,
+                rules: str | None, rules_origin: str, verdicts: dict | None, previous_path: Path | None) -> str | None:
+    """The report cache's key for a scope (see :mod:`brax_diff.report_cache`); None when the
+    report cannot be kept: it reads a work tree, or the fact cache lacks an extraction."""
+    from ..facts import dumps
+    from ..report_cache import file_digest, report_key
+    from ..sources import Snapshot
+
+    if any(type(snapshot) is not Snapshot for snapshot in snapshots.values()):
+        return None
+    answers = []
+    for extractor, method, argument in calls:
+        identity = extractor.answer_identity(method, argument)
+        if identity is None:
+            return None
+        answers.append([method, argument, identity])
+    try:
+        previous = file_digest(previous_path) if previous_path is not None and previous_path.exists() else None
+        rules_file = file_digest(rules)
+    except OSError:
+        return None  # the run that reads it says why
+    return report_key({
+        "scope": [scope.family, scope.env], "variant": variant, "spec": spec, "answers": answers,
+        "snapshots": {side: [s.repository.web_url, s.sha, s.ref, s.date] for side, s in sorted(snapshots.items())},
+        "rules": [rules_origin, rules_file], "previous": previous,
+        "verification": None if verdicts is None else dumps(verdicts),
+    })
+
+
+def _rule_table(user_file: str | None):
+    """A function giving the rule table, loaded on the first call for the shipped one: a report the report cache answers
+    never needs it (nor PyYAML and Jinja, which loading it imports). A user's file is loaded
+    now, so that a bad one is one error line before any work."""
+    import functools
+
+    if user_file is not None:
+        from ..rules import load_rules
+
+        table = load_rules(user_file)
+        return lambda: table
+
+    @functools.lru_cache(maxsize=1)
+    def shipped():
+        from ..rules import load_rules
+
+        return load_rules()
+    return shipped
 
 
 def _read_verification(path: str) -> dict:
@@ -447,7 +535,7 @@ def register(app) -> None:
                  "(the code's shape at a ref is not read).")
     command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "
                    "join the report.")
-    command.flag("no_cache", "--no-cache", help="Extract everything again; do not read or write the fact cache.")
+    command.flag("no_cache", "--no-cache", help="Extract and render everything again; do not read or write the fact or report cache.")
     command.flag("verify", "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
                  "environment first and show the verdicts (needs the verify extra).")
     command.flag("quiet", "--quiet", "-q", help="Print only warnings and errors (no progress, "
