@@ -6,7 +6,9 @@ unset) with ``--code``'s checkout first on PYTHONPATH (default: this one), sever
 times; the figure is the median wall time and the median CPU time (user + sys of the
 process and its children, e.g. git). Cold: a fresh fact cache (BRAX_DIFF_CACHE_DIR) and a
 fresh TMPDIR (Jinja's compiled templates live there) for every run. Warm: one untimed run
-fills the cache, then every timed run reuses it.
+fills the caches, then every timed run reuses them (a report run writes to a fresh directory,
+so the report cache answers it); "warm fact cache" empties the report cache before each run,
+so the report is classified and rendered from the cached extractions.
 
 Beside them, in the same run, griffe loads the ``brax`` package at the two refs of the
 history range and diffs them (``griffe.load`` + ``griffe.find_breaking_changes``; the
@@ -81,6 +83,9 @@ class Case:
     argv: list[str]
     cold: bool
     runs: int
+    # Warm fact cache, but the report cache emptied before each timed run: what classifying and
+    # rendering cost when only the extractions are cached (a rule, template or report moved).
+    facts_only: bool = False
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
     note: str = ""
@@ -138,6 +143,8 @@ def run_case(case: Case, scratch: Path, code: Path) -> None:
             tmp.mkdir()
         else:
             cache, tmp = warm_cache, warm_tmp
+            if case.facts_only:
+                shutil.rmtree(cache / "reports", ignore_errors=True)
         wall, cpu, _ = timed(case.argv + _output(case, scratch / f"{case.name}-out-{number}"),
                              _env(base_env, cache, tmp), code)
         case.walls.append(wall)
@@ -238,6 +245,10 @@ def main() -> int:
         Case("report_family_warm", f"`report --family {args.family}`, warm", report + ["--family", args.family],
              False, args.runs),
         Case("report_all_warm", "`report`, all three families, warm", report, False, args.runs),
+        Case("report_family_warm_facts", f"`report --family {args.family}`, warm fact cache, report cache emptied",
+             report + ["--family", args.family], False, args.runs, facts_only=True),
+        Case("report_all_warm_facts", "`report`, all three families, warm fact cache, report cache emptied", report,
+             False, args.runs, facts_only=True),
         Case("report_family_cold", f"`report --family {args.family}`, cold", report + ["--family", args.family],
              True, args.cold_runs),
         Case("report_all_cold", "`report`, all three families, cold", report, True, args.cold_runs),
