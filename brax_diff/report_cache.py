@@ -68,6 +68,36 @@ def report_key(inputs: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def scope_key(scope: Any, calls: list, snapshots: dict, *, variant: str | None, spec: str, rules: str | None,
+              rules_origin: str, verdicts: dict | None, previous_path: Path | None) -> str | None:
+    """The key of a scope's report (a :class:`~brax_diff.scope.Scope`) made from ``calls``
+    (:func:`brax_diff.scope.extraction_calls`, through the fact cache) at ``snapshots``, with
+    the flags that shape it; None when the report cannot be kept: it reads a work tree, or
+    the fact cache lacks one of its extractions."""
+    from .facts import dumps
+    from .sources import Snapshot
+
+    if any(type(snapshot) is not Snapshot for snapshot in snapshots.values()):
+        return None
+    answers = []
+    for extractor, method, argument in calls:
+        identity = extractor.answer_identity(method, argument)
+        if identity is None:
+            return None
+        answers.append([method, argument, identity])
+    try:
+        previous = file_digest(previous_path) if previous_path is not None and previous_path.exists() else None
+        rules_file = file_digest(rules)
+    except OSError:
+        return None  # the run that reads it says why
+    return report_key({
+        "scope": [scope.family, scope.env], "variant": variant, "spec": spec, "answers": answers,
+        "snapshots": {side: [s.repository.web_url, s.sha, s.ref, s.date] for side, s in sorted(snapshots.items())},
+        "rules": [rules_origin, rules_file], "previous": previous,
+        "verification": None if verdicts is None else dumps(verdicts),
+    })
+
+
 class ReportCache:
     """Rendered reports (Markdown and JSON) by :func:`report_key`."""
 

@@ -13,7 +13,6 @@ import pytest
 
 from brax_diff import report_cache
 from brax_diff.cli import main
-from brax_diff.cli import report as report_cli
 from brax_diff.scope import Scope
 from brax_diff.sources import Repository, Snapshot
 from upstream_repos import make_upstreams, repo_flags
@@ -110,7 +109,7 @@ def test_every_input_moves_the_key(upstreams, tmp_path, monkeypatch):
     base = dict(variant=None, spec="spec.yaml", rules=None, rules_origin="shipped", verdicts=None, previous_path=None)
 
     def key(scope=Scope(family="dm_control"), the_calls=calls, snaps=snapshots, **changes):
-        return report_cli._report_key(scope, the_calls, snaps, **{**base, **changes})
+        return report_cache.scope_key(scope, the_calls, snaps, **{**base, **changes})
 
     keys = {
         "base": key(),

@@ -237,7 +237,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
     from ..factcache import FactCache
     from ..factcache import cache_root as fact_cache_root
     from ..io import check_writable, finish_interrupted_writes
-    from ..report_cache import ReportCache
+    from ..report_cache import ReportCache, scope_key
     from ..scope import extraction_calls
     from ..verification import verification_entries
     from .common import user_mapping
@@ -301,7 +301,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
         def report_key() -> str | None:
             if reports is None:
                 return None
-            return _report_key(scope, extraction_calls(brax_extractor, slm_extractor, [scope], variant), snapshots,
+            return scope_key(scope, extraction_calls(brax_extractor, slm_extractor, [scope], variant), snapshots,
                                variant=variant, spec=settings.spec, rules=settings.rules, rules_origin=rules_origin,
                                verdicts=verdicts, previous_path=previous_path)
 
@@ -331,35 +331,6 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
         files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
     return results
-
-
-def _report_key(scope: Scope, calls: list, snapshots: dict, *, variant: str | None, spec: str,
-                rules: str | None, rules_origin: str, verdicts: dict | None, previous_path: Path | None) -> str | None:
-    """The report cache's key for a scope (see :mod:`brax_diff.report_cache`); None when the
-    report cannot be kept: it reads a work tree, or the fact cache lacks an extraction."""
-    from ..facts import dumps
-    from ..report_cache import file_digest, report_key
-    from ..sources import Snapshot
-
-    if any(type(snapshot) is not Snapshot for snapshot in snapshots.values()):
-        return None
-    answers = []
-    for extractor, method, argument in calls:
-        identity = extractor.answer_identity(method, argument)
-        if identity is None:
-            return None
-        answers.append([method, argument, identity])
-    try:
-        previous = file_digest(previous_path) if previous_path is not None and previous_path.exists() else None
-        rules_file = file_digest(rules)
-    except OSError:
-        return None  # the run that reads it says why
-    return report_key({
-        "scope": [scope.family, scope.env], "variant": variant, "spec": spec, "answers": answers,
-        "snapshots": {side: [s.repository.web_url, s.sha, s.ref, s.date] for side, s in sorted(snapshots.items())},
-        "rules": [rules_origin, rules_file], "previous": previous,
-        "verification": None if verdicts is None else dumps(verdicts),
-    })
 
 
 def _rule_table(user_file: str | None):
@@ -535,7 +506,8 @@ def register(app) -> None:
                  "(the code's shape at a ref is not read).")
     command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "
                    "join the report.")
-    command.flag("no_cache", "--no-cache", help="Extract and render everything again; do not read or write the fact or report cache.")
+    command.flag("no_cache", "--no-cache", help="Extract and render everything again; do not read or write "
+                 "the fact or report cache.")
     command.flag("verify", "--verify", help="Run `brax-diff verify` (its defaults) on each scope's "
                  "environment first and show the verdicts (needs the verify extra).")
     command.flag("quiet", "--quiet", "-q", help="Print only warnings and errors (no progress, "
