@@ -105,6 +105,7 @@ def _child(share: Callable[[], Any], cache: FactCache, repositories: list[Reposi
         cache.pending_commits = {}
         payload["value"] = share()
         payload["commits"] = cache.pending_commits
+        payload["cache_disabled"] = cache.disabled
     except BaseException as exc:  # the parent redoes the share's work, and raises its errors
         payload["failed"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -145,7 +146,11 @@ def _collect(children: list[tuple[int, int]], cache: FactCache,
             values.append(None)
             continue
         values.append(None if "failed" in payload else payload.get("value"))
-        output += [line for line in str(payload.get("output", "")).splitlines() if line not in output]
+        lines = str(payload.get("output", "")).splitlines()
+        if payload.get("cache_disabled"):  # its warning is this process's too: one line, and no more writes
+            lines = [] if cache.disabled else lines
+            cache.disabled = True
+        output += [line for line in lines if line not in output]
         _merge_commits(payload.get("commits"), cache, repositories)
     cache.forget_pathsets()  # the children stored entries under path sets this process has not seen
     return values, output

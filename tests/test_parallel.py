@@ -160,3 +160,30 @@ def test_one_process_runs_nothing(tmp_path, monkeypatch):
     assert ran == []
     monkeypatch.setenv(parallel.ENV_PROCESSES, "not a number")
     assert parallel.processes() == 1
+
+
+def test_a_cache_the_child_cannot_write_is_one_warning(upstreams, tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "facts").mkdir(parents=True)
+    (cache / "facts" / "v2").write_text("a file where the cache's directory goes: nothing can be written under it")
+    serial, _, _ = report(upstreams, tmp_path, "one", processes=1)
+    files, _, stderr = report(upstreams, tmp_path, "two", processes=2, cache=cache)
+    assert files == serial
+    warnings = [line for line in stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "fact cache not written" in warnings[0], stderr
+
+
+@pytest.mark.parametrize("disabled_here", [False, True])
+def test_a_child_whose_cache_write_failed_stops_this_process_writing_with_one_warning(tmp_path, monkeypatch,
+                                                                                        disabled_here):
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "2")
+    cache = FactCache(tmp_path / "cache")
+    cache.disabled = disabled_here  # this process warned already, or not
+
+    def child_share():
+        cache.disabled = True
+        print("warning: fact cache not written (a full disk); continuing without it", file=sys.stderr)
+
+    _, lines = parallel.run_shares([lambda: None, child_share], cache, [])
+    assert cache.disabled
+    assert lines == ([] if disabled_here else ["warning: fact cache not written (a full disk); continuing without it"])
