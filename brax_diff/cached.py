@@ -189,30 +189,27 @@ def brax_extractor(snapshots: Mapping[str, Snapshot], cache: FactCache | None) -
 
 
 def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Iterable[Snapshot]) -> list[str]:
-    """Extract at once, one process per extractor (:func:`brax_diff.parallel.run_shares`),
-    every call of ``calls`` (extractor, method, argument) the cache cannot answer, so the
-    calls themselves then find their answers in the cache. A run the cache answers whole
-    forks nothing. Returns the lines the other processes printed."""
-    from .parallel import processes, run_shares
+    """Extract, over forked processes (:func:`brax_diff.parallel.run_queue`), every call of
+    ``calls`` (extractor, method, argument) the cache cannot answer, so the calls themselves
+    then find their answers in the cache. Each extractor's first missing call runs here
+    first: it parses what the extractor's other calls share (SLM-Lab's code, Brax's
+    ``train()``), which every process then has. A run the cache answers forks nothing.
+    Returns the lines the other processes printed."""
+    from .parallel import processes, run_queue
 
     if processes() < 2:
         return []
-    missing: dict[int, list[tuple[Any, str, Any]]] = {}
-    for call in calls:
-        extractor, method, argument = call
-        if not (isinstance(extractor, CachedExtractor) and extractor.answers(method, argument)):
-            missing.setdefault(id(extractor), []).append(call)
-    if len(missing) < 2:
-        return []  # one extractor's work, or none: the serial run is as fast
-
-    def share(group: list[tuple[Any, str, Any]]) -> Callable[[], None]:
-        def extract() -> None:
-            for extractor, method, argument in group:
-                getattr(extractor, method)(argument)
-        return extract
-
+    missing = [(e, m, a) for e, m, a in calls if not (isinstance(e, CachedExtractor) and e.answers(m, a))]
+    if len(missing) < 3:
+        return []  # too little to split
+    first: dict[int, tuple[Any, str, Any]] = {}
+    for call in missing:
+        first.setdefault(id(call[0]), call)
+    for extractor, method, argument in first.values():
+        getattr(extractor, method)(argument)
+    rest = [call for call in missing if call not in first.values()]
     repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
-    return run_shares([share(group) for group in missing.values()], cache, repositories)[1]
+    return run_queue([functools.partial(getattr(e, m), a) for e, m, a in rest], cache, repositories)
 
 
 # What `report` and `extract brax` ask Brax's extractor, through the cache.

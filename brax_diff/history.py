@@ -341,7 +341,7 @@ class HistoryEngine:
         prefetch asks first, the walk then reuses the answer)."""
         asked = self._asked(recipe_key, commits)
         if asked in self._hits:
-            return self._hits.pop(asked)
+            return self._hits[asked] if keep else self._hits.pop(asked)
         hit = self.cache.lookup(recipe_key, lambda side, paths: {p: self.ids(side)(commits[side], p) for p in paths},
                                 preferred, count=asked not in self._asked_in_vain)
         if hit is not None and keep:
@@ -471,6 +471,8 @@ class HistoryEngine:
                 previous = current
                 if self._lookup(recipe_key, {side: commit, **others}, preferred, keep=True) is None:
                     wanted.append(commit)  # a miss: extract it ahead
+                elif not wanted:
+                    return  # the next extraction is in the cache: so, likely, the rest (a warm run)
         # Their misses are counted: the walk's second lookup of each is not a hit or miss of its own.
         self._asked_in_vain.update(self._asked(recipe_key, {side: c, **others}) for c in wanted)
         if len(wanted) < 2:

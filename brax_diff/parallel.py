@@ -22,6 +22,7 @@ may use); 1 runs nothing here, leaving all the work to the serial run.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -81,6 +82,42 @@ def run_shares(shares: Sequence[Callable[[], Any]], cache: FactCache,
     except BaseException:
         _stop(children)
         raise
+
+
+def run_queue(tasks: Sequence[Callable[[], Any]], cache: FactCache, repositories: Iterable[Repository]) -> list[str]:
+    """Run ``tasks`` here and in forked children at once, each process taking the next task
+    not yet taken until none is left (so a process that drew short tasks takes more); returns
+    the lines the children printed. See :func:`run_shares` for failures and the cache.
+
+    The queue is a pipe holding every task's number: a read of 4 bytes takes one, and no two
+    processes read the same bytes.
+    """
+    workers = min(processes(), len(tasks))
+    if workers < 2:
+        return []
+    if 4 * len(tasks) > 60_000:  # past a pipe's buffer: the numbers would not fit before the start
+        shares = [functools.partial(_run_each, tasks[i::workers]) for i in range(workers)]
+        return run_shares(shares, cache, repositories)[1]
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(tasks))))
+        os.close(write_end)
+
+        def take_and_run() -> int:
+            done = 0
+            while len(number := os.read(read_end, 4)) == 4:
+                tasks[int.from_bytes(number, "little")]()
+                done += 1
+            return done
+
+        return run_shares([take_and_run] * workers, cache, repositories)[1]
+    finally:
+        os.close(read_end)
+
+
+def _run_each(tasks: Sequence[Callable[[], Any]]) -> None:
+    for task in tasks:
+        task()
 
 
 def _fork(share: Callable[[], Any], cache: FactCache, repositories: list[Repository]) -> tuple[int, int]:
