@@ -5,12 +5,15 @@ and update from the same env state.
 
     python benchmarks/lockstep_engines.py VERIFY_JSON [K]           # once, after K updates (40)
     python benchmarks/lockstep_engines.py VERIFY_JSON --every [U]   # before each of U updates
+    python benchmarks/lockstep_engines.py VERIFY_JSON --fresh [U]   # each engine on its own (6)
 
 The first form trains K updates (40: past the first time-limit truncation at the cpu
 preset's shapes), compares one update, and scores the same weights with both evaluators.
 ``--every`` follows a whole run of U updates (default: the plan's budget), comparing every
 update (truncations, the last updates) from the single-seed trainer's state, and prints the
-largest difference seen and the updates where any passed 1e-5.
+largest difference seen and the updates where any passed 1e-5. ``--fresh`` trains each engine
+from its own construction, as the runner does (evaluation at step 0 included), and prints how
+far their policy weights are apart after each of U updates: how fast rounding grows.
 
 VERIFY_JSON: a verify.json whose first planned run's settings are trained (the seed-era
 evidence: reports/phase5-seed/verify/verify.json, its baseline). docs/verify.md has the figures.
@@ -28,8 +31,8 @@ from brax_diff.verify.settings import TrainerSettings
 torch.set_num_threads(1)
 run = json.load(open(sys.argv[1]))["plan"]["runs"][0]
 settings = TrainerSettings.from_json(run["settings"])
-every = "--every" in sys.argv
-numbers = [a for a in sys.argv[2:] if a != "--every"]
+every, fresh = "--every" in sys.argv, "--fresh" in sys.argv
+numbers = [a for a in sys.argv[2:] if a not in ("--every", "--fresh")]
 budget = int(run["budget"])
 K = int(numbers[0]) if numbers else (budget // settings.transitions_per_update if every else 40)
 seed = 0
@@ -107,6 +110,41 @@ def one_update_each(obs):
     }
     return obs1, diffs, b
 
+
+if fresh:
+    U = int(numbers[0]) if numbers else 6
+    weights = {}
+    for engine in ("single", "batched"):
+        fresh_env = PlaygroundVecEnv("CartpoleBalance", settings.num_envs, "cpu", settings.episode_length)
+        evaluator = TorchEvaluator("CartpoleBalance", settings, seed if engine == "single" else [seed], 32, False,
+                                   settings.episode_length)
+        seen = weights[engine] = []
+        if engine == "single":
+            update = ppo_torch.PPO.update
+
+            def record(self, batch, generator, update=update, seen=seen):
+                loss = update(self, batch, generator)
+                seen.append([layer.weight.detach().T.clone() for layer in linear(self.policy.net)])
+                return loss
+            ppo_torch.PPO.update = record
+            ppo_torch.train(fresh_env, settings, U * settings.transitions_per_update, seed, "cpu",
+                            evaluate=evaluator, eval_every=U * settings.transitions_per_update)
+            ppo_torch.PPO.update = update
+        else:
+            update = ppo_batched.SeedBatchedPPO.update
+
+            def record_batched(self, batch, update=update, seen=seen):
+                loss = update(self, batch)
+                seen.append([w[0].detach().clone() for w, _ in self.policy_layers])
+                return loss
+            ppo_batched.SeedBatchedPPO.update = record_batched
+            ppo_batched.train(fresh_env, settings, U * settings.transitions_per_update, [seed], "cpu",
+                              evaluate=lambda i, params: evaluator.score(params, i),
+                              eval_every=U * settings.transitions_per_update)
+            ppo_batched.SeedBatchedPPO.update = update
+    for u, (a, b) in enumerate(zip(weights["single"], weights["batched"]), start=1):
+        print("update", u, "policy weights apart by", max((x - y).abs().max().item() for x, y in zip(a, b)))
+    sys.exit(0)
 
 if every:
     episode = env.episode_length
