@@ -34,6 +34,8 @@ from .factcache import FactCache
 from .sources import Repository
 
 ENV_PROCESSES = "BRAX_DIFF_PROCESSES"
+# The most task numbers (4 bytes each) a queue holds: one page, within every platform's pipe buffer.
+QUEUE_BYTES = 4096
 
 # A child keeps the parent's GitPython pipe objects alive, unused: dropping them would run
 # their finalizers, which terminate the parent's `git cat-file` processes.
@@ -95,13 +97,16 @@ def run_queue(tasks: Sequence[Callable[[], Any]], cache: FactCache, repositories
     workers = min(processes(), len(tasks))
     if workers < 2:
         return []
-    if 4 * len(tasks) > 60_000:  # past a pipe's buffer: the numbers would not fit before the start
+    numbers = b"".join(i.to_bytes(4, "little") for i in range(len(tasks)))
+    if len(numbers) > QUEUE_BYTES:  # more than any pipe holds before it is read: fixed shares instead
         shares = [functools.partial(_run_each, tasks[i::workers]) for i in range(workers)]
         return run_shares(shares, cache, repositories)[1]
     read_end, write_end = os.pipe()
     try:
-        os.write(write_end, b"".join(i.to_bytes(4, "little") for i in range(len(tasks))))
+        written = os.write(write_end, numbers)
         os.close(write_end)
+        if written != len(numbers):  # cannot happen within a pipe's buffer; never lose tasks
+            return []
 
         def take_and_run() -> int:
             done = 0

@@ -215,3 +215,14 @@ def test_the_queue_runs_each_task_once_and_a_failing_child_leaves_the_rest_here(
             assert numbers == list(range(20)) and 0 < len(here) < 20  # each once, both processes took some
         else:  # the task the child failed on is lost (the serial run redoes it); the rest ran here
             assert len(numbers) == len(set(numbers)) >= 19 and all(n in here for n in numbers if n >= 4)
+
+
+def test_a_queue_too_long_for_a_pipe_is_split_into_fixed_shares(tmp_path, monkeypatch):
+    monkeypatch.setenv(parallel.ENV_PROCESSES, "2")
+    count = parallel.QUEUE_BYTES // 4 + 10
+
+    def task(number: int):
+        return lambda: (tmp_path / str(number)).write_text("")
+
+    parallel.run_queue([task(n) for n in range(count)], FactCache(tmp_path / "cache"), [])
+    assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == list(range(count))
