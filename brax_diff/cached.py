@@ -79,37 +79,41 @@ class CachedExtractor:
     def _recipe(self, method: str, args: tuple) -> str:
         return FactCache.recipe_key(f"{self._name}.{method}", self._version, {"args": list(args)})
 
-    def answers(self, method: str, *args: Any) -> bool:
-        """Whether the cache holds ``method(*args)``'s extraction (kept for the call itself)."""
-        recipe = self._recipe(method, args)
+    def _stored(self, recipe: str) -> CachedResult | None:
+        """The cache's extraction for ``recipe``, looked up once per process (the snapshots
+        are fixed, so is the answer)."""
         if recipe not in self._hits:
             hit = self._cache.lookup(recipe, self._ids_now)
             if hit is None or hit.extraction is None:
-                return False
+                return None
             self._hits[recipe] = hit
-        return True
+        return self._hits[recipe]
+
+    def answers(self, method: str, *args: Any) -> bool:
+        """Whether the cache holds ``method(*args)``'s extraction (kept for the call itself)."""
+        return self._stored(self._recipe(method, args)) is not None
 
     def answer_identity(self, method: str, *args: Any) -> dict | None:
         """What the stored answer to ``method(*args)`` is made from: its recipe (this
         extractor's code, identity and scope), the blob ids it read and where it was made
         (see :mod:`brax_diff.report_cache`); None when the cache does not hold it. The
         snapshots now depend on those blobs, as if the call had been made."""
-        if not self.answers(method, *args):
-            return None
         recipe = self._recipe(method, args)
-        hit = self._hits[recipe]
+        hit = self._stored(recipe)
+        if hit is None:
+            return None
         self._depend_on(hit)
         return {"recipe": recipe, "reads": FactCache.reads_key(hit.reads), "commits": hit.commits, "repos": hit.repos}
 
     def _call(self, method: str, *args: Any) -> Extraction:
         recipe = self._recipe(method, args)
-        hit = self._hits.pop(recipe, None) or self._cache.lookup(recipe, self._ids_now)
-        reused = self._reuse(hit) if hit is not None and hit.extraction is not None else None
+        hit = self._stored(recipe)
+        reused = self._reuse(hit) if hit is not None else None
         if reused is not None:
             self._depend_on(hit)
             return reused
         result = getattr(self._inner, method)(*args)
-        self._store(recipe, result.to_json())
+        self._hits[recipe] = self._store(recipe, result.to_json())
         return result
 
     def _value(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -135,17 +139,18 @@ class CachedExtractor:
                 for path, blob in paths.items():
                     self._snapshots[side].reads.setdefault(path, blob)
 
-    def _store(self, recipe: str, answer: dict) -> None:
+    def _store(self, recipe: str, answer: dict) -> CachedResult:
         # The reads so far are a superset of what this call depended on (the extractor
         # parses each file once and shares it between calls): a safe key.
         reads = {side: dict(snap.reads) for side, snap in self._snapshots.items() if snap.reads}
         for side, snap in self._snapshots.items():
             if type(snap) is Snapshot and snap.reads:  # ids at its commit, for the next run's lookups
                 self._cache.remember_commit(snap.sha, snap.date, snap.reads)
-        self._cache.store(recipe, CachedResult(
-            reads=reads, commits={side: snap.sha for side, snap in self._snapshots.items()},
-            repos={side: snap.repository.web_url for side, snap in self._snapshots.items()},
-            extraction=answer, error=None))
+        stored = CachedResult(reads=reads, commits={side: snap.sha for side, snap in self._snapshots.items()},
+                              repos={side: snap.repository.web_url for side, snap in self._snapshots.items()},
+                              extraction=answer, error=None)
+        self._cache.store(recipe, stored)
+        return stored
 
     def _ids_now(self, side: str, paths: list[str]) -> dict[str, str | None]:
         snapshot = self._snapshots[side]
@@ -202,12 +207,13 @@ def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Ite
     missing = [(e, m, a) for e, m, a in calls if not (isinstance(e, CachedExtractor) and e.answers(m, a))]
     if len(missing) < 3:
         return []  # too little to split
-    first: dict[int, tuple[Any, str, Any]] = {}
-    for call in missing:
-        first.setdefault(id(call[0]), call)
-    for extractor, method, argument in first.values():
+    first: dict[int, int] = {}  # extractor -> the index of its first missing call
+    for index, (extractor, _, _) in enumerate(missing):
+        first.setdefault(id(extractor), index)
+    for index in first.values():
+        extractor, method, argument = missing[index]
         getattr(extractor, method)(argument)
-    rest = [call for call in missing if call not in first.values()]
+    rest = [call for index, call in enumerate(missing) if index not in first.values()]
     repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
     return run_queue([functools.partial(getattr(e, m), a) for e, m, a in rest], cache, repositories)
 

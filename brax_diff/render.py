@@ -32,14 +32,13 @@ from .permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from .io import read_json
 from .jinja_bytecode import private_bytecode_cache
-from .scope import Scope, extraction_calls  # noqa: F401 (re-exported)
+from .scope import FORMATS, Scope, extraction_calls  # noqa: F401 (re-exported)
 from .severity import worst_at_or_above  # noqa: F401 (re-exported)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
 from .vocabulary import KEYS, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
-FORMATS = ("md", "json", "both")
 MAX_LINKS = 3  # lines linked per value in Markdown tables; the JSON keeps them all
 SOURCE_TITLES = {"brax": "Brax", "playground": "MuJoCo Playground", "slm": "SLM-Lab"}
 

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+FORMATS = ("md", "json", "both")  # what `report --format` writes
+
+
 @dataclass(frozen=True)
 class Scope:
     """What one report covers: a family (with its env matrix) or one environment."""

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from ..story import Story
 
 RULE_FORMATS = ("table", "md", "json")
-REPORT_FORMATS = ("md", "json", "both")  # brax_diff.render.FORMATS (not imported for this: it loads Jinja)
 
 
 class CheckFailed(BraxDiffError):
@@ -115,14 +114,15 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     from ..config import load_settings
     from ..io import interrupted_writes, write_all, write_atomic
     from ..session import head_warnings, open_snapshots
+    from ..scope import FORMATS
     from ..severity import SEVERITIES, worst_at_or_above
     from ..story import Story
     from .common import parse_sets
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    if fmt not in REPORT_FORMATS + ("github",):
-        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(REPORT_FORMATS)}, or github with --check)")
+    if fmt not in FORMATS + ("github",):
+        raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)}, or github with --check)")
     annotate = fmt == "github"
     if annotate and not check:
         raise BraxDiffError("--format github annotates the changes --check finds; add --check")
