@@ -47,6 +47,11 @@ from .pyast import PyModule, dotted_name, parse_file, paused_gc
 STEP_BUDGET = 400_000  # expressions and statements evaluated per run
 MAX_DEPTH = 40  # nested calls
 MAX_ITERATIONS = 256  # iterations of one loop over a known sequence
+# A loop whose body never reads its target and whose passes take more than WIDEN_STEPS
+# steps runs EXACT_PASSES passes exactly and widens the rest (Engine._for_known): SLM-Lab's
+# `for _ in range(self.training_epoch)` is 16 passes of ~2,500 steps of the same code.
+EXACT_PASSES = 3
+WIDEN_STEPS = 500
 MAX_OPTIONS = 8  # alternatives one Phi may hold
 
 
@@ -554,6 +559,10 @@ class Engine:
         # first write), so that the next path starts from the same state (None: no fork).
         self.journal: dict | None = None
         self.journal_floor = 0  # objects made from here on belong to the current path
+        # Writes to a class's or a module's names while a loop pass is watched (see
+        # _for_known): id(names) -> (names, {name: value before the first write}).
+        self.namespace_journal: dict | None = None
+        self._unread_targets: dict[int, bool] = {}
         self._codes: dict[int, str] = {}
         self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
@@ -981,14 +990,8 @@ class Engine:
         iterable = self._eval(node.iter, frame)
         items = self._items(iterable)
         if items is not None and len(items) <= MAX_ITERATIONS:
-            for item in items:
-                self._assign(node.target, item, frame)
-                try:
-                    self._block(self._body(node), frame)
-                except _Continue:
-                    continue
-                except _Break:
-                    return
+            if self._for_known(node, frame, items):
+                return
             if node.orelse is not None:
                 self._block(self._body(node.orelse), frame)
             return
@@ -1004,6 +1007,118 @@ class Engine:
                 pass
 
         self._branches([once, lambda: None], frame, why)
+
+    def _for_known(self, node: cst.For, frame: Frame, items: list[V]) -> bool:
+        """Run a loop over known items; True when a ``break`` ended it.
+
+        Every pass runs exactly, except in a loop whose body never reads its target
+        (``for _ in range(epochs)``: the same code again on the state the last pass left)
+        and whose passes are long (WIDEN_STEPS): there the passes after EXACT_PASSES are
+        widened (_widened_passes). A short loop costs little to follow exactly, and its
+        state (a counter, a list it appends to) stays known. A loop with an ``else`` runs
+        exactly too: whether a widened pass breaks is not always known."""
+        widen = len(items) > EXACT_PASSES + 1 and node.orelse is None and self._target_unread(node)
+        for index, item in enumerate(items):
+            watched = widen and index == EXACT_PASSES - 1
+            if watched:
+                before_locals, journal, steps = dict(frame.locals), self._journaled(), self.steps
+            self._assign(node.target, item, frame)
+            try:
+                try:
+                    self._block(self._body(node), frame)
+                finally:
+                    if watched:
+                        written = self._unjournaled(journal)
+            except _Continue:
+                pass
+            except _Break:
+                return True
+            if watched and self.steps - steps >= WIDEN_STEPS:
+                return self._widened_passes(node, frame, items[index + 1:], before_locals, written)
+        return False
+
+    def _widened_passes(self, node: cst.For, frame: Frame, rest: list[V], before_locals: dict,
+                        written: dict) -> bool:
+        """The passes after the exact ones; True when a ``break`` ended the loop.
+
+        Each starts from the state the last pass left with every local, attribute and
+        class or module name that some pass changed made an Unknown saying so, so that it
+        stands for any later pass. Once a pass changes nothing more, every later one would
+        change the same, and the state it leaves stands for the loop's end: what stays known
+        is what no pass changes. Without a fixpoint it stops after as many passes as items
+        remain, as the exact loop would."""
+        why = (f"changes with each pass of the loop over `{self._code(frame, node.iter)}` "
+               f"({frame.module.path}:{self._line(frame, node)}); {EXACT_PASSES} of "
+               f"{EXACT_PASSES + len(rest)} passes followed exactly")
+        widened = unknown(why)
+        target = merge(rest, why)
+        names: set[str] = set()
+        slots: dict[tuple[int, str], Any] = {}  # (id of owner, name) -> instance or namespace
+        for _ in rest:
+            new = {n for n in set(before_locals) | set(frame.locals)
+                   if frame.locals.get(n) is not before_locals.get(n)} - names
+            new_slots = {(key, name): owner for key, (owner, before) in written.items()
+                         for name in _written_names(owner, before)
+                         if _slot(owner).get(name) is not before.get(name) and (key, name) not in slots}
+            if not new and not new_slots:
+                return False  # a fixpoint
+            names |= new
+            slots.update(new_slots)
+            for name in names:
+                frame.locals[name] = widened
+            for (_, name), owner in slots.items():
+                if isinstance(owner, Instance):
+                    self._write(owner, name, widened)
+                else:
+                    self._write_name(owner, name, widened)
+            before_locals, journal = dict(frame.locals), self._journaled()
+            self._assign(node.target, target, frame)
+            try:
+                try:
+                    self._block(self._body(node), frame)
+                finally:
+                    written = self._unjournaled(journal)
+            except _Continue:
+                pass
+            except _Break:
+                return True
+        return False
+
+    def _journaled(self) -> tuple:
+        """Start recording the objects the code that runs next writes (see _unjournaled)."""
+        outer = (self.journal, self.journal_floor, self.namespace_journal)
+        self.journal, self.journal_floor, self.namespace_journal = {}, len(self.instances), {}
+        return outer
+
+    def _unjournaled(self, outer: tuple) -> dict:
+        """Stop recording: id -> (object, its attributes before the first write), for the
+        objects that existed when recording began; the enclosing fork learns of them too."""
+        written, named = self.journal, self.namespace_journal
+        self.journal, self.journal_floor, self.namespace_journal = outer
+        if self.journal is not None:
+            for key, (inst, before) in written.items():
+                if inst.serial < self.journal_floor and key not in self.journal:
+                    self.journal[key] = (inst, dict(before))
+        if self.namespace_journal is not None:
+            for key, (names, before) in named.items():
+                outer_before = self.namespace_journal.setdefault(key, (names, {}))[1]
+                for name, value in before.items():
+                    outer_before.setdefault(name, value)
+        return {**written, **{key: (names, before) for key, (names, before) in named.items()}}
+
+    def _write_name(self, names: dict, name: str, value: V) -> None:
+        if self.namespace_journal is not None:
+            _, before = self.namespace_journal.setdefault(id(names), (names, {}))
+            before.setdefault(name, names.get(name))
+        names[name] = value
+
+    def _target_unread(self, node: cst.For) -> bool:
+        found = self._unread_targets.get(id(node))
+        if found is None:
+            targets = set(_target_names(node.target))
+            found = self._unread_targets[id(node)] = bool(targets) and not any(
+                isinstance(n, cst.Name) and n.value in targets for n in _walk(node.body))
+        return found
 
     def _while(self, node: cst.While, frame: Frame) -> None:
         for _ in range(MAX_ITERATIONS):
@@ -1117,7 +1232,7 @@ class Engine:
     # -- names and targets -----------------------------------------------------------------
     def _set(self, name: str, value: V, frame: Frame) -> None:
         if name in frame.globals_declared:
-            frame.module.globals[name] = value
+            self._write_name(frame.module.globals, name, value)
         else:
             frame.locals[name] = value
 
@@ -1170,9 +1285,9 @@ class Engine:
         if isinstance(data, Instance):
             self._write(data, name, value)
         elif isinstance(data, Class):
-            data.namespace[name] = value
+            self._write_name(data.namespace, name, value)
         elif isinstance(data, Module):
-            data.globals[name] = value
+            self._write_name(data.globals, name, value)
         elif isinstance(data, Phi):
             for option in data.options:
                 if isinstance(option.data, Instance):
@@ -2283,6 +2398,18 @@ def _target_names(node: cst.CSTNode) -> list[str]:
     if isinstance(node, (cst.Tuple, cst.List)):
         return [n for e in node.elements for n in _target_names(e.value)]
     return []
+
+
+def _slot(owner: "Instance | dict") -> dict:
+    """The names an engine journal entry's owner holds: an instance's attributes, or a
+    class's or module's namespace."""
+    return owner.attrs if isinstance(owner, Instance) else owner
+
+
+def _written_names(owner: "Instance | dict", before: dict) -> set:
+    # An instance's journal keeps all its attributes before the first write; a
+    # namespace's keeps only the names written.
+    return set(before) | set(owner.attrs) if isinstance(owner, Instance) else set(before)
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
