@@ -537,14 +537,17 @@ class Engine:
 
     ``assume`` fixes the results of external calls the tool has to take a side on
     (``{"torch.cuda.is_available": True}``: the run is on a GPU machine); readers say so
-    in their notes. ``watch`` names callees (last name component) whose calls are
+    in their notes. ``environ`` is what ``os.getenv(NAME)`` / ``os.environ.get(NAME)``
+    give for the names it holds (the process environment the tool assumes; any other name
+    stays symbolic). ``watch`` names callees (last name component) whose calls are
     recorded in :attr:`calls` for readers to inspect.
     """
 
     def __init__(self, loader: Loader, *, assume: Mapping[str, Any] | None = None,
-                 watch: Iterable[str] = ()) -> None:
+                 environ: Mapping[str, str] | None = None, watch: Iterable[str] = ()) -> None:
         self.loader = loader
         self.assume = dict(assume or {})
+        self.environ = dict(environ or {})
         self.watch = set(watch)
         self.modules: dict[str, Module] = {}
         self.instances: list[Instance] = []
@@ -1818,6 +1821,8 @@ class Engine:
         if isinstance(data, Unknown):
             return callee
         if isinstance(data, Sym) and data.op == "ext":
+            if data.name in ENVIRONMENT_READS and args and isinstance(args[0].data, str) and args[0].data in self.environ:
+                return const(self.environ[args[0].data])
             if data.name in self.assume:
                 value = self.assume[data.name]
                 return value(self, args, kwargs) if callable(value) else const(value)
@@ -2301,6 +2306,8 @@ EXTERNAL_NAMESPACES = {"torch.nn": TORCH_NN}
 # Library constants configs are written with.
 EXTERNAL_CONSTANTS = {"numpy.nan": math.nan, "numpy.inf": math.inf, "math.inf": math.inf, "math.pi": math.pi,
                       "math.e": math.e, "numpy.pi": math.pi, "numpy.float32": "float32"}
+
+ENVIRONMENT_READS = frozenset({"os.getenv", "os.environ.get"})  # answered from Engine.environ
 
 _EXTERNAL_CALLS: dict[str, Callable[[Engine, list[V], dict[str, V]], V]] = {
     "functools.partial": _partial,

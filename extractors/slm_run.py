@@ -14,8 +14,11 @@ A raise every run reaches (an ``assert`` on a spec key the spec lacks, a ``KeyEr
 class or scheduler the code lacks, an import that fails) is a failure with its line: the
 variant cannot train at this ref.
 
-One assumption is the tool's, and readers say so: the run is on a CUDA machine
-(``torch.cuda.is_available()`` is true), as SLM-Lab's Playground benchmarks run.
+Two assumptions are the tool's, and the docs say so: the run is on a CUDA machine
+(``torch.cuda.is_available()`` is true), as SLM-Lab's Playground benchmarks run; and it is
+launched without ``--profile`` (``PROFILE=false``, what SLM-Lab's CLI sets by default), so
+the ``@lab_api`` / ``@profile`` decorators call each function once rather than on both sides
+of an undecided ``if get_profiler():``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .slm_spec import ResolvedSpec
 
 ROOTS = ("slm_lab",)
 ASSUME = {"torch.cuda.is_available": True}  # the GPU path: SLM-Lab's Playground runs use CUDA
+ENVIRON = {"PROFILE": "false"}  # `slm-lab run` without --profile: env_var.set_from_cli's default
 WATCH = frozenset({"train_step", "clamp", "venv_pack", "calc_val_loss", "calc_policy_loss", "split_minibatch",
                    "PlaygroundVecEnv", "make", "make_vec"})
 ENV_MODULE = "slm_lab.env"
@@ -63,7 +67,7 @@ class SlmRun:
     def __init__(self, snapshot, spec: ResolvedSpec, env_name: str | None = None) -> None:
         self.snapshot = snapshot
         self.spec = spec
-        self.engine = Engine(Loader(snapshot, ROOTS), assume=ASSUME, watch=WATCH)
+        self.engine = Engine(Loader(snapshot, ROOTS), assume=ASSUME, environ=ENVIRON, watch=WATCH)
         where = lambda line: snapshot.where(spec.path, line)  # noqa: E731
         data = dict(spec.data)
         data.setdefault("name", spec.name)

@@ -11,6 +11,7 @@ from gitfixture import make_repo
 
 CONFIG = '''
 import math
+import os
 
 import torch
 from pkg import helpers
@@ -96,6 +97,23 @@ def losses(v_error, vf):
 
 def from_star():
     return star_value
+
+
+def profiled(fn):
+    def wrapper(*args):
+        if os.getenv("PROFILE", "false").lower() == "true":
+            return fn(*args)
+        return fn(*args)
+    return wrapper
+
+
+@profiled
+def traced(x):
+    return torch.clamp(x, 0, 1)
+
+
+def env_reads():
+    return os.getenv("PROFILE"), os.environ.get("PROFILE", "x"), os.getenv("OTHER", "d")
 '''
 
 HELPERS = '''
@@ -197,3 +215,17 @@ def test_lines_name_where_values_are_written_and_transformed(engine_repo):
     expected = {i + 1 for i, line in enumerate(text) if line.strip() in (
         "SCALE = 2 * 0.25", "y = x * 0.5", "y = y * SCALE", "y += 1")}
     assert {p.line for p in flow.all_lines(result)} == expected
+
+
+def test_environ_answers_the_environment_variables_it_names_and_no_others(engine_repo):
+    engine, module = new_engine(engine_repo, environ={"PROFILE": "false"})
+    profile, also, other = engine.call(engine.lookup(module, "env_reads")).data
+    assert plain(profile) == "false" and plain(also) == "false"
+    assert not flow.is_const(other) and "os.getenv" in describe(other)
+
+
+def test_a_decided_environment_variable_runs_a_decorated_function_once(engine_repo):
+    for environ, clamps in (({"PROFILE": "false"}, 1), (None, 2)):  # undecided: both sides of the if
+        engine, module = new_engine(engine_repo, environ=environ, watch={"clamp"})
+        engine.call(engine.lookup(module, "traced"), sym("param", "x"))
+        assert len([c for c in engine.calls if c.name == "clamp"]) == clamps
