@@ -47,9 +47,10 @@ from .pyast import PyModule, dotted_name, parse_file, paused_gc
 STEP_BUDGET = 400_000  # expressions and statements evaluated per run
 MAX_DEPTH = 40  # nested calls
 MAX_ITERATIONS = 256  # iterations of one loop over a known sequence
-# A loop whose body never reads its target and whose passes take more than WIDEN_STEPS
-# steps runs EXACT_PASSES passes exactly and widens the rest (Engine._for_known): SLM-Lab's
-# `for _ in range(self.training_epoch)` is 16 passes of ~2,500 steps of the same code.
+# A loop over known items whose passes take more than WIDEN_STEPS steps runs EXACT_PASSES
+# passes exactly and widens the rest (Engine._for_known): SLM-Lab's `for _ in
+# range(self.training_epoch)` is 16 passes of ~2,500 steps of the same code, Brax's
+# `for it in range(num_evals_after_init)` up to 24 of ~1,700.
 EXACT_PASSES = 3
 WIDEN_STEPS = 500
 MAX_OPTIONS = 8  # alternatives one Phi may hold
@@ -565,7 +566,6 @@ class Engine:
         # Writes to a class's or a module's names while a loop pass is watched (see
         # _for_known): id(names) -> (names, {name: value before the first write}).
         self.namespace_journal: dict | None = None
-        self._unread_targets: dict[int, bool] = {}
         self._codes: dict[int, str] = {}
         self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
@@ -1014,13 +1014,13 @@ class Engine:
     def _for_known(self, node: cst.For, frame: Frame, items: list[V]) -> bool:
         """Run a loop over known items; True when a ``break`` ended it.
 
-        Every pass runs exactly, except in a loop whose body never reads its target
-        (``for _ in range(epochs)``: the same code again on the state the last pass left)
-        and whose passes are long (WIDEN_STEPS): there the passes after EXACT_PASSES are
-        widened (_widened_passes). A short loop costs little to follow exactly, and its
-        state (a counter, a list it appends to) stays known. A loop with an ``else`` runs
-        exactly too: whether a widened pass breaks is not always known."""
-        widen = len(items) > EXACT_PASSES + 1 and node.orelse is None and self._target_unread(node)
+        Every pass runs exactly, except in a loop whose passes are long (WIDEN_STEPS, such
+        as training epochs: the same code again on the state the last pass left): there the
+        passes after EXACT_PASSES are widened (_widened_passes). A short loop costs little
+        to follow exactly, and its state (a counter, a list it appends to) stays known. A
+        loop with an ``else`` runs exactly too: whether a widened pass breaks is not always
+        known."""
+        widen = len(items) > EXACT_PASSES + 1 and node.orelse is None
         for index, item in enumerate(items):
             watched = widen and index == EXACT_PASSES - 1
             if watched:
@@ -1045,8 +1045,8 @@ class Engine:
         """The passes after the exact ones; True when a ``break`` ended the loop.
 
         Each starts from the state the last pass left with every local, attribute and
-        class or module name that some pass changed made an Unknown saying so, so that it
-        stands for any later pass. Once a pass changes nothing more, every later one would
+        class or module name that some pass changed made an Unknown saying so, and the
+        loop's target one of the items left, so that it stands for any later pass. Once a pass changes nothing more, every later one would
         change the same, and the state it leaves stands for the loop's end: what stays known
         is what no pass changes. Without a fixpoint it stops after as many passes as items
         remain, as the exact loop would."""
@@ -1114,14 +1114,6 @@ class Engine:
             _, before = self.namespace_journal.setdefault(id(names), (names, {}))
             before.setdefault(name, names.get(name))
         names[name] = value
-
-    def _target_unread(self, node: cst.For) -> bool:
-        found = self._unread_targets.get(id(node))
-        if found is None:
-            targets = set(_target_names(node.target))
-            found = self._unread_targets[id(node)] = bool(targets) and not any(
-                isinstance(n, cst.Name) and n.value in targets for n in _walk(node.body))
-        return found
 
     def _while(self, node: cst.While, frame: Frame) -> None:
         for _ in range(MAX_ITERATIONS):

@@ -1,5 +1,5 @@
-"""Loops over known items in the data-flow engine: long passes of a body that never reads
-its target are widened after a few exact passes (extractors/flow.py, Engine._for_known).
+"""Loops over known items in the data-flow engine: a loop of long passes is widened after a
+few exact passes (extractors/flow.py, Engine._for_known).
 
 Widening trades precision for time and must never trade correctness: whatever it leaves
 known after the loop is what an exact run leaves, and what it cannot know is Unknown."""
@@ -66,9 +66,18 @@ def counted(n):
 
 def indexed(n):
     acc = 0
+    last = -1
     for i in range(n):
         acc = acc + i
+        last = i
         heavy(0)
+    return acc, last
+
+
+def indexed_short(n):
+    acc = 0
+    for i in range(n):
+        acc = acc + i
     return acc
 
 
@@ -161,11 +170,19 @@ def test_without_widening_the_same_loop_is_followed_pass_by_pass():
     assert len([c for c in engine.calls if c.name == "clamp"]) == 16
 
 
-def test_short_passes_loops_of_few_items_and_read_targets_stay_exact():
+def test_short_passes_and_loops_of_few_items_stay_exact():
     assert plain(run(PROGRAM, "counted", 200)[2]) == 200  # passes far below WIDEN_STEPS
+    assert plain(run(PROGRAM, "indexed_short", 20)[2]) == sum(range(20))
     assert plain(run(PROGRAM, "epochs", 4, 0.2)[2].data[0]) == 4.0  # EXACT_PASSES + 1 items
-    assert plain(run(PROGRAM, "indexed", 20)[2]) == sum(range(20))  # the body reads `i`
     assert plain(run(PROGRAM, "with_else", 16)[2]) == 116  # for ... else
+
+
+def test_a_widened_pass_sees_the_target_as_one_of_the_items_left():
+    acc, last = run(PROGRAM, "indexed", 8)[2].data
+    assert isinstance(acc.data, flow.Unknown)
+    assert isinstance(last.data, flow.Phi) and sorted(plain(o) for o in last.data.options) == [3, 4, 5, 6, 7]
+    _, last = run(PROGRAM, "indexed", 20)[2].data  # more items left than a Phi holds
+    assert isinstance(last.data, flow.Unknown)
 
 
 def test_a_change_that_starts_after_the_exact_passes_is_not_taken_for_constant():
@@ -189,6 +206,8 @@ statements = st.one_of(
     st.sampled_from(VARIABLES).map(lambda v: f"Box.count = Box.count + {v}"),
     st.sampled_from(VARIABLES).map(lambda v: f"bump({v})"),
     st.sampled_from(VARIABLES).map(lambda v: f"if {v} > 4:\n            break"),
+    st.sampled_from(VARIABLES).map(lambda v: f"{v} = {v} + i"),
+    st.tuples(st.integers(0, 12), st.sampled_from(VARIABLES)).map(lambda t: f"if i == {t[0]}:\n            {t[1]} = 0"),
 )
 
 FUZZED = '''
@@ -210,7 +229,7 @@ def bump(x):
 def looped(n):
     a, b, c = 1, 2, 3
     box = Box()
-    for _ in range(n):
+    for i in range(n):
 {body}
     return a, b, c, box.v, Box.count, G
 '''
