@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
-import libcst.matchers as m
 
 from brax_diff.errors import SourceError
 from brax_diff.limits import operation_refused
@@ -282,7 +281,8 @@ def read_action_pds(tree: SourceTree) -> Found | None:
     module = tree.module(POLICY_UTIL)
     if module is None:
         return None
-    for node in module.walk(m.Assign(targets=[m.AssignTarget(target=m.Name("ACTION_PDS"))])):
+    for node in module.walk(lambda n: isinstance(n, cst.Assign) and len(n.targets) == 1
+                            and isinstance(n.targets[0].target, cst.Name) and n.targets[0].target.value == "ACTION_PDS"):
         try:
             table = literal(node.value)
         except NotLiteral:
@@ -453,7 +453,7 @@ def read_env(tree: SourceTree) -> EnvCode | None:
             if default is not None:
                 eps = Found(default.value, wrappers.path, default.line)
     passthrough = None
-    for node in module.walk(m.DictComp()):
+    for node in module.walk(lambda n: isinstance(n, cst.DictComp)):
         if "env_spec.items()" in module.code(node):
             passthrough = Found("make_kwargs", module.path, module.line(node))
             break
