@@ -194,28 +194,30 @@ def brax_extractor(snapshots: Mapping[str, Snapshot], cache: FactCache | None) -
 
 
 def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Iterable[Snapshot]) -> list[str]:
-    """Extract, over forked processes (:func:`brax_diff.parallel.run_queue`), every call of
-    ``calls`` (extractor, method, argument) the cache cannot answer, so the calls themselves
-    then find their answers in the cache. Each extractor's first missing call runs here
-    first: it parses what the extractor's other calls share (SLM-Lab's code, Brax's
-    ``train()``), which every process then has. A run the cache answers forks nothing.
-    Returns the lines the other processes printed."""
-    from .parallel import processes, run_queue
+    """Extract, over forked processes (:mod:`brax_diff.parallel`), every call of ``calls``
+    (extractor, method, argument) the cache cannot answer, so the calls themselves then find
+    their answers in the cache. An extractor's first call parses what its other calls share
+    (SLM-Lab's code, Brax's ``train()``): with the calls of several extractors missing, each
+    process takes whole extractors (Brax here, SLM-Lab in a child), so each parses only its
+    own; with one extractor's, its first call runs here and the processes share the rest
+    from a queue, with what it parsed. A run the cache answers forks nothing. Returns the
+    lines the other processes printed."""
+    from .parallel import processes, run_groups, run_queue
 
     if processes() < 2:
         return []
     missing = [(e, m, a) for e, m, a in calls if not (isinstance(e, CachedExtractor) and e.answers(m, a))]
     if len(missing) < 3:
         return []  # too little to split
-    first: dict[int, int] = {}  # extractor -> the index of its first missing call
-    for index, (extractor, _, _) in enumerate(missing):
-        first.setdefault(id(extractor), index)
-    for index in first.values():
-        extractor, method, argument = missing[index]
-        getattr(extractor, method)(argument)
-    rest = [call for index, call in enumerate(missing) if index not in first.values()]
+    groups: dict[int, list] = {}  # extractor -> its missing calls, in order
+    for extractor, method, argument in missing:
+        groups.setdefault(id(extractor), []).append(functools.partial(getattr(extractor, method), argument))
     repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
-    return run_queue([functools.partial(getattr(e, m), a) for e, m, a in rest], cache, repositories)
+    if len(groups) > 1:
+        return run_groups(list(groups.values()), cache, repositories)
+    first, *rest = next(iter(groups.values()))
+    first()
+    return run_queue(rest, cache, repositories)
 
 
 # What `report` and `extract brax` ask Brax's extractor, through the cache.

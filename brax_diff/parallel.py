@@ -3,7 +3,9 @@
 A cold `report` or `history` spends its time in the data-flow engine, one extraction after
 the other, and most of those extractions do not depend on each other. :func:`run_shares`
 runs the first share of such work in this process and every other share in a forked child
-at the same time. A child's results reach the parent only through the fact cache (atomic
+at the same time; :func:`run_queue` lets the processes take tasks from one queue, and
+:func:`run_groups` gives each process whole groups (one extractor's tasks, which share
+what the first of them parses). A child's results reach the parent only through the fact cache (atomic
 files, named per process): the parent's ordinary, serial run that follows finds them there.
 So nothing a child does is needed for a correct answer: a share that fails, is killed or is
 left unfinished is simply extracted again by the parent, which also gives its errors.
@@ -118,6 +120,20 @@ def run_queue(tasks: Sequence[Callable[[], Any]], cache: FactCache, repositories
         return run_shares([take_and_run] * workers, cache, repositories)[1]
     finally:
         os.close(read_end)
+
+
+def run_groups(groups: Sequence[Sequence[Callable[[], Any]]], cache: FactCache,
+               repositories: Iterable[Repository]) -> list[str]:
+    """Run groups of tasks at once, each group whole in one process: a group's tasks share
+    what its first one parses (one extractor's code), which another process would parse
+    again. The groups are dealt out in order, one per process and round again; returns
+    the lines the children printed. See :func:`run_shares` for failures and the cache."""
+    workers = min(processes(), len(groups))
+    if workers < 2:
+        return []
+    shares = [functools.partial(_run_each, [task for group in groups[i::workers] for task in group])
+              for i in range(workers)]
+    return run_shares(shares, cache, repositories)[1]
 
 
 def _run_each(tasks: Sequence[Callable[[], Any]]) -> None:

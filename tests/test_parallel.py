@@ -78,13 +78,28 @@ def test_two_processes_write_what_one_writes_each_extraction_once(upstreams, tmp
     assert stderr == ""
     assert len(serial) == 6 and split == serial
     assert all(here for here, _, _ in serial_calls)
-    # Nothing is extracted twice; each extractor's first extraction is made here, before the
-    # split (what the others share is then parsed once), and the child takes a part of the rest.
+    # Nothing is extracted twice, and each extractor's calls are made by one process (what
+    # they share is parsed once): Brax's here, SLM-Lab's in the child.
     assert sorted(c[1:] for c in split_calls) == sorted(c[1:] for c in serial_calls)
     assert len({json.dumps(c[1:]) for c in split_calls}) == len(split_calls)
-    assert split_calls[0][:2] == (True, "family") and split_calls[1][:2] == (True, "variant")
-    assert any(not here for here, _, _ in split_calls) and sum(here for here, _, _ in split_calls) >= 2
+    assert {here for here, method, _ in split_calls if method in ("family", "env")} == {True}
+    assert {here for here, method, _ in split_calls if method == "variant"} == {False}
     assert len([c for c in split_calls if c[1] == "variant"]) == 5  # the five variants the mapping uses
+
+
+def test_one_extractor_missing_runs_its_first_call_here_and_shares_the_rest(upstreams, tmp_path):
+    cache = tmp_path / "cache"
+    report(upstreams, tmp_path, "slm-cached", processes=1, cache=cache)
+    for entry in (cache / "facts").rglob("*.json"):  # forget Brax's extractions only
+        stored = json.loads(entry.read_text())
+        if isinstance(stored, dict) and (stored.get("extraction") or {}).get("side") == "brax":
+            entry.unlink()
+    serial, _, _ = report(upstreams, tmp_path, "one", processes=1)
+    split, calls, stderr = report(upstreams, tmp_path, "two", processes=2, cache=cache)
+    assert split == serial and stderr == "" and calls
+    assert {method for _, method, _ in calls} <= {"family", "env"}  # SLM-Lab's came from the cache
+    assert calls[0][:2] == (True, "family")  # parses train(); both processes then share the rest
+    assert any(not here for here, _, _ in calls[1:]) and any(here for here, _, _ in calls[1:])
 
 
 def test_after_a_split_a_warm_run_extracts_nothing_and_reads_no_tree(upstreams, tmp_path):
