@@ -322,7 +322,7 @@ class _Derivation:
         wanted = sorted({p.line for p in lines if p.path == path})
         out = []
         for node in descendants(module.module):
-            if isinstance(node, (cst.Assign, cst.AugAssign)) and module.line(node) in wanted:
+            if type(node) in (cst.Assign, cst.AugAssign) and module.line(node) in wanted:
                 text = module.code(node)
                 if text not in out:
                     out.append(text)
@@ -758,7 +758,7 @@ def _nested(node: cst.CSTNode | None, name: str) -> cst.FunctionDef | None:
     if direct:
         return direct[-1]
     for child in descendants(node):
-        if isinstance(child, cst.FunctionDef) and child.name.value == name:
+        if type(child) is cst.FunctionDef and child.name.value == name:
             return child
     return None
 
@@ -772,8 +772,8 @@ def _assignments(node: cst.CSTNode, target: str) -> list[cst.Assign]:
     """``target = ...`` statements under node, in source order."""
     out = []
     for child in descendants(node):
-        if isinstance(child, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == target for t in child.targets):
+        if type(child) is cst.Assign and any(
+                type(t.target) is cst.Name and t.target.value == target for t in child.targets):
             out.append(child)
     return out
 
@@ -788,7 +788,7 @@ def _assignment_to(node: cst.CSTNode, target: str, value_suffix: str) -> cst.Ass
 
 
 def _ifs_on(node: cst.CSTNode, name: str) -> list[cst.If]:
-    return [c for c in descendants(node) if isinstance(c, cst.If) and isinstance(c.test, cst.Name)
+    return [c for c in descendants(node) if type(c) is cst.If and type(c.test) is cst.Name
             and c.test.value == name]
 
 

@@ -230,7 +230,7 @@ class ParamsFunction:
         """Every if/elif test in the function, in source order."""
         if self.function is None:
             return []
-        return [node.test for node in descendants(self.function.body) if isinstance(node, cst.If)]
+        return [node.test for node in descendants(self.function.body) if type(node) is cst.If]
 
     # -- findings -----------------------------------------------------------------------
     def rejecting_else(self) -> Finding | None:

@@ -784,8 +784,6 @@ class Engine:
         if type(node) is cst.SimpleStatementLine:
             for small in node.body:
                 self._small(small, frame)
-        elif isinstance(node, (cst.BaseSmallStatement,)):
-            self._small(node, frame)
         elif type(node) is cst.If:
             self._if(node, frame)
         elif type(node) is cst.FunctionDef:
@@ -804,6 +802,8 @@ class Engine:
                 if item.asname is not None:
                     self._assign(item.asname.name, sym("call", "__enter__", (value,)), frame)
             self._block(self._body(node), frame)
+        elif isinstance(node, cst.BaseSmallStatement):  # last: an ABC's isinstance is slow
+            self._small(node, frame)
         else:  # match, async constructs, ...: names they bind are unknown afterwards
             for name in _bound_names(node):
                 self._set(name, unknown(f"set by a `{type(node).__name__}` statement "
@@ -1237,7 +1237,7 @@ class Engine:
         elif isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
             items = self._items(value)
-            starred = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+            starred = [i for i, e in enumerate(elements) if type(e) is cst.StarredElement]
             if items is not None and (len(items) == len(elements) or starred):
                 if starred:
                     s = starred[0]
@@ -1529,10 +1529,11 @@ class Engine:
         return V(True, frozenset(lines))
 
     def _compare_one(self, op: cst.BaseCompOp, left: V, right: V) -> bool | None:
-        if isinstance(op, (cst.Is, cst.IsNot)):
+        kind = type(op)  # exact types: libcst's nodes are ABCs, whose isinstance is slow
+        if kind in (cst.Is, cst.IsNot):
             same = _identical(left, right)
-            return None if same is None else (same if isinstance(op, cst.Is) else not same)
-        if isinstance(op, (cst.In, cst.NotIn)):
+            return None if same is None else (same if kind is cst.Is else not same)
+        if kind in (cst.In, cst.NotIn):
             if isinstance(right.data, str) and isinstance(left.data, str):
                 found = left.data in right.data
                 return found if isinstance(op, cst.In) else not found

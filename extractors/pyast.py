@@ -359,9 +359,10 @@ def literal(node: cst.CSTNode, names: Mapping[str, Any] | None = None) -> Any:
 
 def dotted_name(node: cst.CSTNode) -> str | None:
     """``a.b.c`` for Name/Attribute chains, else None."""
-    if isinstance(node, cst.Name):
+    kind = type(node)  # exact types: libcst's nodes are ABCs, whose isinstance is slow
+    if kind is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
@@ -386,10 +387,10 @@ def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     out: list[cst.CSTNode] = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if _is_node(value):
             out.append(value)
         elif isinstance(value, (list, tuple)):
-            out.extend(item for item in value if isinstance(item, cst.CSTNode))
+            out.extend(item for item in value if _is_node(item))
     return out
 
 
@@ -421,11 +422,24 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return iter(found[1])
 
 
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(value: Any) -> bool:
+    """``isinstance(value, cst.CSTNode)``, answered per type once (CSTNode is an ABC: its
+    isinstance takes the slow path for every value that is not one)."""
+    kind = type(value)
+    found = _NODE_TYPES.get(kind)
+    if found is None:
+        found = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return found
+
+
 def calls_named(node: cst.CSTNode, suffix: str) -> list[cst.Call]:
     """Calls under ``node`` whose callee's dotted name is ``suffix`` or ends with ``.suffix``."""
     found = []
     for child in descendants(node):
-        if isinstance(child, cst.Call):
+        if type(child) is cst.Call:
             name = dotted_name(child.func) or ""
             if name == suffix or name.endswith("." + suffix):
                 found.append(child)
