@@ -1046,10 +1046,10 @@ class Engine:
 
         Each starts from the state the last pass left with every local, attribute and
         class or module name that some pass changed made an Unknown saying so, and the
-        loop's target one of the items left, so that it stands for any later pass. Once a pass changes nothing more, every later one would
-        change the same, and the state it leaves stands for the loop's end: what stays known
-        is what no pass changes. Without a fixpoint it stops after as many passes as items
-        remain, as the exact loop would."""
+        loop's target one of the items left, so that it stands for any later pass. Once a
+        pass changes nothing more, every later one would change the same, and the state it
+        leaves stands for the loop's end: what stays known is what no pass changes. Without a
+        fixpoint it stops after as many passes as items remain, as the exact loop would."""
         why = (f"changes with each pass of the loop over `{self._code(frame, node.iter)}` "
                f"({frame.module.path}:{self._line(frame, node)}); {EXACT_PASSES} of "
                f"{EXACT_PASSES + len(rest)} passes followed exactly")
@@ -1814,8 +1814,9 @@ class Engine:
         if isinstance(data, Unknown):
             return callee
         if isinstance(data, Sym) and data.op == "ext":
-            if data.name in ENVIRONMENT_READS and args and isinstance(args[0].data, str) and args[0].data in self.environ:
-                return const(self.environ[args[0].data])
+            variable = args[0].data if args and data.name in ENVIRONMENT_READS else None
+            if isinstance(variable, str) and variable in self.environ:
+                return const(self.environ[variable])
             if data.name in self.assume:
                 value = self.assume[data.name]
                 return value(self, args, kwargs) if callable(value) else const(value)
