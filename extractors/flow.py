@@ -41,7 +41,7 @@ import libcst as cst
 from brax_diff.errors import SourceError
 from brax_diff.facts import Provenance
 
-from .pyast import PyModule, dotted_name, parse_file, paused_gc
+from .pyast import PyModule, child_nodes, dotted_name, parse_file, paused_gc
 
 # Limits: a run that goes past them stops with an Unknown instead of taking forever.
 STEP_BUDGET = 400_000  # expressions and statements evaluated per run
@@ -566,6 +566,7 @@ class Engine:
         # Writes to a class's or a module's names while a loop pass is watched (see
         # _for_known): id(names) -> (names, {name: value before the first write}).
         self.namespace_journal: dict | None = None
+        self._loop_jumps: dict[int, bool] = {}  # id(For node) -> its body breaks or continues
         self._codes: dict[int, str] = {}
         self.handling: list[Raised] = []  # exceptions whose handler is running
         self._wheres: dict[tuple, Provenance] = {}
@@ -1018,9 +1019,10 @@ class Engine:
         as training epochs: the same code again on the state the last pass left): there the
         passes after EXACT_PASSES are widened (_widened_passes). A short loop costs little
         to follow exactly, and its state (a counter, a list it appends to) stays known. A
-        loop with an ``else`` runs exactly too: whether a widened pass breaks is not always
-        known."""
-        widen = len(items) > EXACT_PASSES + 1 and node.orelse is None
+        loop with an ``else``, ``break`` or ``continue`` runs exactly too: a condition a
+        widened pass cannot decide would send a path that jumps on through the rest of the
+        body (how the engine merges such paths), giving values no pass gives."""
+        widen = len(items) > EXACT_PASSES + 1 and node.orelse is None and not self._jumps(node)
         for index, item in enumerate(items):
             watched = widen and index == EXACT_PASSES - 1
             if watched:
@@ -1086,6 +1088,20 @@ class Engine:
             except _Break:
                 return True
         return False
+
+    def _jumps(self, node: cst.For) -> bool:
+        """Whether the loop's own body has a ``break`` or ``continue`` (not a nested loop's)."""
+        found = self._loop_jumps.get(id(node))
+        if found is None:
+            stack, found = list(child_nodes(node.body)), False
+            while stack and not found:
+                child = stack.pop()
+                if type(child) in (cst.Break, cst.Continue):
+                    found = True
+                elif type(child) not in (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                    stack.extend(child_nodes(child))
+            self._loop_jumps[id(node)] = found
+        return found
 
     def _journaled(self) -> tuple:
         """Start recording the objects the code that runs next writes (see _unjournaled)."""

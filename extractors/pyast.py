@@ -376,7 +376,7 @@ def call_kwargs(call: cst.Call) -> dict[str, cst.Arg]:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
+def child_nodes(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Direct children, read from the dataclass fields (libcst's ``.children`` runs a
     visitor per call, which made whole-file queries take seconds). Whitespace is skipped."""
     names = _FIELDS.get(type(node))
@@ -413,7 +413,7 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         while stack:
             current = stack.pop()
             out.append(current)
-            stack.extend(reversed(_child_nodes(current)))
+            stack.extend(reversed(child_nodes(current)))
         if _REMEMBERED[0] + len(out) > MAX_REMEMBERED:
             _WALKS.clear()
             _REMEMBERED[0] = 0
