@@ -60,20 +60,6 @@ def load_extractors():
     return _imported_on_call("extractors.brax", "BraxExtractor"), _imported_on_call("extractors.slm", "SlmExtractor")
 
 
-def _scopes(brax_extractor, family: str | None, env: str | None) -> list[Scope]:
-    from ..scope import Scope
-
-    if env:
-        brax_extractor.family_of(env)  # an unknown env is a clear error before any work
-        return [Scope(env=env)]
-    families = brax_extractor.families()
-    if family:
-        if family not in families:
-            raise BraxDiffError(f"unknown family {family!r} (families: {', '.join(families)})")
-        return [Scope(family=family)]
-    return [Scope(family=f) for f in families]
-
-
 def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool) -> dict[str, Path | None]:
     """Where each format goes: {"md": path, "json": path}; None means stdout."""
     from pathlib import Path
@@ -136,12 +122,12 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
                              mapping=mapping)
     table = _rule_table(settings.rules)
-    BraxExtractor, SlmExtractor = load_extractors()
+    extractor_classes = load_extractors()
     set_values = parse_sets(sets)
     story = Story.on_stderr(quiet)
     with story.running():
         snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
-        results = _generate_all(story, snapshots, settings, table, BraxExtractor, SlmExtractor, set_values,
+        results = _generate_all(story, snapshots, settings, table, extractor_classes, set_values,
                                 family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
                                 verification=verification, verify=verify, no_cache=no_cache, check=check)
     for line in head_warnings(snapshots):
@@ -226,57 +212,27 @@ class ScopeResult:
         return locate(moves(self.previous, self.model, self.name), *markdown)
 
 
-def _generate_all(story: Story, snapshots: dict, settings: Settings, table, BraxExtractor, SlmExtractor,
+def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
                   no_cache, check) -> list[ScopeResult]:
-    """Every scope's report."""
-    import json
+    """Every scope's report, with its files (the library's :class:`ReportRun` makes the texts)."""
     from pathlib import Path
 
-    from ..cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, prefetch, recall
-    from ..factcache import FactCache
-    from ..factcache import cache_root as fact_cache_root
     from ..io import check_writable, finish_interrupted_writes
-    from ..report_cache import ReportCache, scope_key
-    from ..scope import extraction_calls
+    from ..report_run import ReportRun
     from ..verification import verification_entries
     from .common import user_mapping
 
-    brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
-    mapping = user_mapping(settings.mapping)
-
-    def make_brax():
-        return BraxExtractor(brax_snap, playground_snap)
-
-    def make_slm():
-        return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
-
-    if no_cache:
-        brax_extractor, slm_extractor = make_brax(), make_slm()
-    else:  # a rerun whose blobs have not moved parses nothing, and builds no extractor
-        cache = FactCache(fact_cache_root(settings.cache_dir))
-        for snapshot in snapshots.values():
-            recall(cache, snapshot)
-        # A spec file missing at the ref: the extractor's one error line, before any work.
-        early = None if slm_snap.exists(settings.spec) else make_slm()
-        brax_extractor = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap},
-                                         cache, BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
-        slm_extractor = CachedExtractor(early, "slm", {"slm": slm_snap}, cache, ("variant",),
-                                        identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
-                                        values=("variant_for",), factory=make_slm)
-    scopes = _scopes(brax_extractor, family, env)
-    if not no_cache:  # a cold run: Brax and SLM-Lab extracted at once, in two processes
-        story.step("extracting Brax and SLM-Lab")
-        calls = extraction_calls(brax_extractor, slm_extractor, scopes, variant)
-        for line in prefetch(calls, cache, snapshots.values()):
-            story.line(line)
-    reports = None if no_cache else ReportCache(fact_cache_root(settings.cache_dir))
-    links = None
-    if previous and len(scopes) > 1:
-        raise BraxDiffError("--previous needs one scope (--family or --env)")
     if verification and verify:
         raise BraxDiffError("--verification and --verify exclude each other")
+    run = ReportRun(snapshots, settings, table, extractor_classes, set_values, user_mapping(settings.mapping),
+                    variant=variant, no_cache=no_cache, step=story.step)
+    scopes = run.scopes(family, env)
+    if previous and len(scopes) > 1:
+        raise BraxDiffError("--previous needs one scope (--family or --env)")
     loaded_verification = _read_verification(verification) if verification else None
+    for line in run.extract_ahead(scopes):
+        story.line(line)
 
     results = []
     linked_at: dict[str, str] = {}
@@ -294,40 +250,10 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, Brax
             verdicts = verification_entries(loaded_verification, Path(verification).parent, report_dir)
         elif verify:
             verify_dir = Path(settings.reports_dir) / "verify" / scope.name
-            result = _run_verify(brax_extractor, slm_extractor, scope, variant, settings, verify_dir, set_values)
+            result = _run_verify(run.brax, run.slm, scope, variant, settings, verify_dir, set_values)
             verdicts = verification_entries(result, verify_dir, report_dir)
-        rules_origin = "shipped" if settings.rules is None else settings.rules
-
-        def report_key() -> str | None:
-            if reports is None:
-                return None
-            return scope_key(scope, extraction_calls(brax_extractor, slm_extractor, [scope], variant), snapshots,
-                               variant=variant, spec=settings.spec, rules=settings.rules, rules_origin=rules_origin,
-                               verdicts=verdicts, previous_path=previous_path)
-
-        key = report_key()
-        kept = reports.get(key) if key is not None else None
-        if kept is not None:  # nothing to classify or render: the same inputs made these texts
-            texts = dict(zip(("md", "json"), kept))
-            model = json.loads(texts["json"])
-            replaced: dict | Path | None = previous_path if previous_path and previous_path.exists() else None
-        else:
-            from ..permalinks import LinkCache, line_commits
-            from ..render import generate, read_previous, render_json, render_markdown
-            from ..worktree import refresh_sources
-
-            if links is None and not no_cache:
-                links = LinkCache(fact_cache_root(settings.cache_dir))
-            replaced = read_previous(previous_path) if previous_path else None
-            model = generate(brax_extractor, slm_extractor, table(), scope, variant=variant, spec=settings.spec,
-                             verification=verdicts, previous=replaced, rules_origin=rules_origin,
-                             progress=story.step)
-            model = refresh_sources(model, snapshots)  # what each work tree read differs in
-            model["line_commits"] = line_commits(model, snapshots, linked_at, links)  # links that outlast moves
-            texts = {"md": render_markdown(model), "json": render_json(model)}
-            key = key or report_key()  # the extractions this run made are in the fact cache now
-            if key is not None:
-                reports.put(key, texts["md"], texts["json"])
+        texts, model, replaced = run.report(scope, previous_path=previous_path, verdicts=verdicts,
+                                            linked_at=linked_at)
         files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.name, model, replaced, files))
     return results

@@ -1,0 +1,124 @@
+"""One `report` run, scope by scope: the library side of `brax-diff report`.
+
+:class:`ReportRun` holds the run's extractors (answered from the fact cache where it can,
+built only when a call misses), extracts what the scopes need at once over forked processes
+on a cold run (:func:`brax_diff.cached.prefetch`), and gives each scope's report: copied
+from the report cache when the same inputs made it before, else generated, rendered and
+kept. The CLI (:mod:`brax_diff.cli.report`) decides where the texts go and prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import BraxDiffError
+from .scope import Scope
+
+
+class ReportRun:
+    """The extractors and caches one `report` invocation shares across its scopes."""
+
+    def __init__(self, snapshots: dict, settings: Any, table: Callable[[], Any], extractor_classes: tuple,
+                 set_values: dict, mapping: dict | None, *, variant: str | None, no_cache: bool,
+                 step: Callable[[str], None] = lambda text: None) -> None:
+        from .cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
+        from .factcache import FactCache
+        from .factcache import cache_root as fact_cache_root
+
+        self.snapshots, self.settings, self.table, self.variant = snapshots, settings, table, variant
+        self.step = step
+        BraxExtractor, SlmExtractor = extractor_classes
+        brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
+
+        def make_brax():
+            return BraxExtractor(brax_snap, playground_snap)
+
+        def make_slm():
+            return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
+
+        self.cache = self.reports = self.links = None
+        if no_cache:
+            self.brax, self.slm = make_brax(), make_slm()
+            return
+        # A rerun whose blobs have not moved parses nothing, and builds no extractor.
+        from .report_cache import ReportCache
+
+        self.cache = FactCache(fact_cache_root(settings.cache_dir))
+        self.reports = ReportCache(fact_cache_root(settings.cache_dir))
+        for snapshot in snapshots.values():
+            recall(self.cache, snapshot)
+        early = None if slm_snap.exists(settings.spec) else make_slm()  # a missing spec: its one error line now
+        self.brax = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap}, self.cache,
+                                    BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
+        self.slm = CachedExtractor(early, "slm", {"slm": slm_snap}, self.cache, ("variant",),
+                                   identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
+                                   values=("variant_for",), factory=make_slm)
+
+    def scopes(self, family: str | None, env: str | None) -> list[Scope]:
+        """The scopes asked for: one environment, one family, or every family."""
+        if env:
+            self.brax.family_of(env)  # an unknown env is a clear error before any work
+            return [Scope(env=env)]
+        families = self.brax.families()
+        if family:
+            if family not in families:
+                raise BraxDiffError(f"unknown family {family!r} (families: {', '.join(families)})")
+            return [Scope(family=family)]
+        return [Scope(family=f) for f in families]
+
+    def extract_ahead(self, scopes: list[Scope]) -> list[str]:
+        """Extract what the scopes need that the cache lacks, over forked processes (a cold
+        run: Brax and SLM-Lab at once); the lines the other processes printed."""
+        if self.cache is None:
+            return []
+        from .cached import prefetch
+        from .scope import extraction_calls
+
+        self.step("extracting Brax and SLM-Lab")
+        return prefetch(extraction_calls(self.brax, self.slm, scopes, self.variant), self.cache,
+                        self.snapshots.values())
+
+    def report(self, scope: Scope, *, previous_path: Path | None, verdicts: list | None,
+               linked_at: dict[str, str]) -> tuple[dict[str, str], dict, dict | Path | None]:
+        """One scope's report: its texts ({"md": ..., "json": ...}), its model and the report
+        it replaces (a model, or the path of one a kept report has not read). ``linked_at``
+        is shared by the run's scopes (the commits each line was linked at)."""
+        settings = self.settings
+        rules_origin = "shipped" if settings.rules is None else settings.rules
+
+        def report_key() -> str | None:
+            if self.reports is None:
+                return None
+            from .report_cache import scope_key
+            from .scope import extraction_calls
+
+            return scope_key(scope, extraction_calls(self.brax, self.slm, [scope], self.variant), self.snapshots,
+                             variant=self.variant, spec=settings.spec, rules=settings.rules,
+                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path)
+
+        key = report_key()
+        kept = self.reports.get(key) if key is not None else None
+        if kept is not None:  # nothing to classify or render: the same inputs made these texts
+            texts = dict(zip(("md", "json"), kept))
+            replaced = previous_path if previous_path and previous_path.exists() else None
+            return texts, json.loads(texts["json"]), replaced
+
+        from .factcache import cache_root as fact_cache_root
+        from .permalinks import LinkCache, line_commits
+        from .render import generate, read_previous, render_json, render_markdown
+        from .worktree import refresh_sources
+
+        if self.links is None and self.cache is not None:
+            self.links = LinkCache(fact_cache_root(settings.cache_dir))
+        replaced = read_previous(previous_path) if previous_path else None
+        model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
+                         verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step)
+        model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
+        model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
+        texts = {"md": render_markdown(model), "json": render_json(model)}
+        key = key or report_key()  # the extractions this run made are in the fact cache now
+        if key is not None:
+            self.reports.put(key, texts["md"], texts["json"])
+        return texts, model, replaced
