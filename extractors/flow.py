@@ -47,10 +47,10 @@ from .pyast import PyModule, child_nodes, dotted_name, parse_file, paused_gc
 STEP_BUDGET = 400_000  # expressions and statements evaluated per run
 MAX_DEPTH = 40  # nested calls
 MAX_ITERATIONS = 256  # iterations of one loop over a known sequence
-# A loop over known items whose passes take more than WIDEN_STEPS steps runs EXACT_PASSES
-# passes exactly and widens the rest (Engine._for_known): SLM-Lab's `for _ in
-# range(self.training_epoch)` is 16 passes of ~2,500 steps of the same code, Brax's
-# `for it in range(num_evals_after_init)` up to 24 of ~1,700.
+# A loop over known items whose passes take more than WIDEN_STEPS steps (and that neither
+# breaks nor continues) runs EXACT_PASSES passes exactly and widens the rest
+# (Engine._for_known): SLM-Lab's `for _ in range(self.training_epoch)` is 16 passes of
+# ~2,500 steps of the same code.
 EXACT_PASSES = 3
 WIDEN_STEPS = 500
 MAX_OPTIONS = 8  # alternatives one Phi may hold
