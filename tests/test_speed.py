@@ -204,7 +204,7 @@ def test_tree_walks_are_remembered_bounded_and_the_same(monkeypatch):
         while stack:
             current = stack.pop()
             out.append(current)
-            stack.extend(reversed(pyast._child_nodes(current)))
+            stack.extend(reversed(pyast.child_nodes(current)))
         return out
 
     fn = module.function("train")
