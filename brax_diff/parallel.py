@@ -5,8 +5,9 @@ the other, and most of those extractions do not depend on each other. :func:`run
 runs the first share of such work in this process and every other share in a forked child
 at the same time; :func:`run_queue` lets the processes take tasks from one queue, and
 :func:`run_groups` gives each process whole groups (one extractor's tasks, which share
-what the first of them parses). A child's results reach the parent only through the fact cache (atomic
-files, named per process): the parent's ordinary, serial run that follows finds them there.
+what the first of them parses). A child's results reach the parent only through the fact
+cache (atomic files, named per process): the parent's ordinary, serial run that follows
+finds them there.
 So nothing a child does is needed for a correct answer: a share that fails, is killed or is
 left unfinished is simply extracted again by the parent, which also gives its errors.
 
