@@ -12,7 +12,9 @@ form is the tool's machine contract::
 
 Every canonical key of the side's vocabulary is in ``facts``: a key the code's shape does
 not let the extractor read is ``{"value": null, "unknown": "<why>"}``, and a finding
-(``pattern_not_found`` or more precise) with that ``key`` names the file, function and ref.
+(``pattern_not_found`` or more precise) with that ``key`` names the file and function; the ref
+is the extraction's ``sources`` (a message never carries a ref name or sha, so the same blobs
+read at any commit give the same text).
 
 Everything here is plain data: JSON-native values, sorted on output, no timestamps
 other than the commit dates of the inputs.

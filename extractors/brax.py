@@ -115,8 +115,7 @@ class BraxExtractor:
         findings = list(findings or []) + self.code.missing_entry_points()
         if params.function is None:
             findings.append(Finding("pattern_not_found", "WARNING",
-                                    f"*: function {PARAMS_FUNCTION}() not found in {params.path} at "
-                                    f"{params.snapshot.ref}; "
+                                    f"*: function {PARAMS_FUNCTION}() not found in {params.path}; "
                                     f"signature defaults used"))
         envs = self.environments(family)
         findings += params.dead_branches(envs) + params.unregistered_names(envs)
@@ -142,8 +141,8 @@ class BraxExtractor:
                 continue
             for name in sorted(set(scope) - accepted):
                 out.append(Finding("unknown_parameter", "WARNING",
-                                   f"{family} config sets {name!r}, which {function}() at brax "
-                                   f"{self.brax.ref} does not accept: not an effective value (passing it "
+                                   f"{family} config sets {name!r}, which {function}() in {path} "
+                                   f"does not accept: not an effective value (passing it "
                                    f"raises TypeError); the key's value is read without it",
                                    scope[name].provenance))
         return out
@@ -159,5 +158,5 @@ class BraxExtractor:
             extraction.add(fact)
         for finding in findings + derived_findings:
             extraction.find(finding)
-        extraction.complete(KEYS, f"brax {self.brax.ref} ({self.brax.sha[:12]})")
+        extraction.complete(KEYS, "Brax's trainer and Playground's config")
         return extraction

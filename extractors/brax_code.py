@@ -31,6 +31,7 @@ import libcst as cst
 from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Fact, Finding, Provenance
 from brax_diff.sources import Snapshot
+from brax_diff.vocabulary import KEYS
 from brax_diff.vocabulary import canonical_activation
 
 from . import flow
@@ -130,7 +131,7 @@ class BraxCode:
         out = []
         for path, name in ((TRAIN, "train"), (PPO_NETWORKS, "make_ppo_networks")):
             if self.module(path).function(name) is None:
-                out.append(_not_found(self.snapshot, PatternNotFound(("*",), path, f"function {name}() not found")))
+                out.append(_not_found(PatternNotFound(("*",), path, f"function {name}() not found")))
         return out
 
     # -- facts ----------------------------------------------------------------------
@@ -149,12 +150,12 @@ class BraxCode:
         return list(facts), list(findings)
 
 
-def _not_found(snapshot: Snapshot, error: PatternNotFound, key: str | None = None) -> Finding:
+def _not_found(error: PatternNotFound, key: str | None = None) -> Finding:
     keys = key or ", ".join(error.keys)
     return Finding(
         kind="pattern_not_found",
         severity="WARNING",
-        message=f"{keys}: {error.what} in {error.path} at {snapshot.ref}",
+        message=f"{keys}: {error.what} in {error.path}",
         provenance=(),
         key=key if key is not None else (error.keys[0] if len(error.keys) == 1 and error.keys[0] != "*" else None),
     )
@@ -216,7 +217,7 @@ class _Derivation:
         for key in keys:
             if key in self.facts:
                 continue
-            finding = _not_found(self.snapshot, error, key)
+            finding = _not_found(error, key)
             self.facts[key] = Fact(key, None, (), unknown=finding.message)
             self.findings.append(finding)
 

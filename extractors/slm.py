@@ -141,7 +141,7 @@ class SlmExtractor:
             scope={"variant": name, "family": self.family_of(name), "envs": self.envs_of(name)},
         )
         _VariantFacts(self, spec, extraction).build()
-        extraction.complete(KEYS, f"slm {self.snapshot.ref} ({self.snapshot.sha[:12]})")
+        extraction.complete(KEYS, "SLM-Lab's spec and code")
         return extraction
 
     def run_env_name(self, variant: str, spec: ResolvedSpec) -> str | None:
@@ -192,7 +192,7 @@ class _VariantFacts:
         self.out.find(Finding(kind, severity, message, tuple(provenance), key))
 
     def missing_pattern(self, what: str, path: str, key: str | None = None) -> None:
-        why = f"{what} not found in {path} at {self.snapshot.ref}"
+        why = f"{what} not found in {path}"
         if key is not None:
             self.unknown(key, why)
         else:
@@ -424,7 +424,7 @@ class _VariantFacts:
                      "added to the variance before the square root")
         else:
             self.unknown("obs_norm_std_eps", f"TorchNormalizeObservation.__init__(epsilon=...) not found in "
-                                             f"{code.ENV_WRAPPERS} at {self.snapshot.ref}")
+                                             f"{code.ENV_WRAPPERS}")
         if env_code.obs_norm_gpu is not None:
             clip_at = [self.at_code(env_code.obs_norm_gpu)]
             note = "GPU path (device auto -> cuda): TorchNormalizeObservation, no clip"
@@ -941,8 +941,10 @@ class _VariantFacts:
             self.add("lr_schedule", "other", [name_at, self.snapshot.where(schedulers.path,
                                                                            schedulers.fallback_line)],
                      f"spec: agent.net.lr_scheduler_spec.name; torch.optim.lr_scheduler.{name}")
-            self.unknown("lr_final_factor", f"torch.optim.lr_scheduler.{name}: its final factor depends on its "
-                                            "arguments, which the extractor does not evaluate", [name_at])
+            why = (f"torch.optim.lr_scheduler.{name}: its final factor and horizon depend on its arguments, which "
+                   "the extractor does not evaluate")
+            self.unknown("lr_final_factor", why, [name_at])
+            self.unknown("lr_decay_steps", why, [name_at])
             return
         fallback = self.snapshot.where(schedulers.path, schedulers.fallback_line or 1)
         self.find("spec_code_mismatch", "ERROR",
@@ -953,6 +955,7 @@ class _VariantFacts:
         self.out.add(Fact("lr_schedule", None, (name_at, fallback), "spec: agent.net.lr_scheduler_spec.name",
                           name, unknown=f"lr_schedule: {why}"))
         self.unknown("lr_final_factor", why, (name_at, fallback))
+        self.unknown("lr_decay_steps", why, (name_at, fallback))
 
 
 def _is_one(value: Any) -> bool:

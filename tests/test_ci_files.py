@@ -24,7 +24,8 @@ import yaml
 from gitfixture import add_commit, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW = ROOT / ".github" / "workflows" / "brax-diff.yml"
+WORKFLOW = ROOT / "examples" / "brax-diff-workflow.yml"  # a template for repositories that use brax-diff
+OWN_WORKFLOWS = ROOT / ".github" / "workflows"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 
 
@@ -309,3 +310,69 @@ def test_install_step_refuses_to_guess_a_package(slm_checkout):
     done = run_step(step("Install brax-diff")["run"], checkout)
     assert done.returncode == 1
     assert done.stdout.startswith("::error::set the repository variable BRAX_DIFF_PACKAGE to brax-diff's git URL")
+
+
+# -- where the workflows live, and what they pin ---------------------------------------------------
+
+
+def _git_here(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+
+def test_this_repository_runs_its_own_tests_and_not_the_template():
+    """The template would run here weekly and fail (no SLM-Lab); this repository's workflow runs .ci/run."""
+    own = sorted(p.name for p in OWN_WORKFLOWS.iterdir())
+    assert own == ["ci.yml"]
+    ci = yaml.safe_load((OWN_WORKFLOWS / "ci.yml").read_text(encoding="utf-8"))
+    assert set(triggers(ci)) == {"push", "pull_request", "workflow_dispatch"}
+    runs = [s["run"] for job in ci["jobs"].values() for s in job["steps"] if "run" in s]
+    assert runs[-1] == "bash .ci/run"
+    assert ci["permissions"] == {"contents": "read"}
+
+
+@pytest.mark.parametrize("path", [WORKFLOW, OWN_WORKFLOWS / "ci.yml"], ids=["template", "ci"])
+def test_every_action_is_pinned_by_a_full_commit_sha(path):
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    uses = [s["uses"] for job in data["jobs"].values() for s in job["steps"] if "uses" in s]
+    assert uses
+    for action in uses:
+        name, _, ref = action.partition("@")
+        assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{path.name}: {action} is not pinned by commit"
+    text = path.read_text(encoding="utf-8")
+    for line in text.splitlines():  # each pin says which release it is, for the next update
+        if "uses:" in line:
+            assert re.search(r"@[0-9a-f]{40}\s+# v\d+(\.\d+)*$", line), line
+
+
+# What users copy to install brax-diff or run its hook: every pin must exist.
+PIN_SOURCES = [ROOT / "README.md", ROOT / "docs" / "history.md", HOOKS, WORKFLOW]
+INSTALL_PIN = re.compile(r"git\+https://github\.com/[\w.-]+/brax-diff@([\w./-]+)")
+HOOK_REV = re.compile(r"^\s*#?\s*rev:\s*([\w./-]+)", re.M)
+
+
+def documented_pins() -> list[tuple[str, str]]:
+    pins = []
+    for path in PIN_SOURCES:
+        text = path.read_text(encoding="utf-8")
+        pins += [(path.name, pin) for pin in INSTALL_PIN.findall(text)]
+        pins += [(path.name, pin) for pin in HOOK_REV.findall(text)]
+    return pins
+
+
+def test_install_pins_exist_in_this_repository():
+    pins = documented_pins()
+    assert {name for name, _ in pins} >= {"README.md", "history.md", ".pre-commit-hooks.yaml",
+                                          "brax-diff-workflow.yml"}
+    for name, pin in pins:
+        if pin.isupper():  # a placeholder the text names as one (COMMIT)
+            continue
+        found = _git_here("rev-parse", "--verify", "--quiet", f"{pin}^{{commit}}")
+        if found.returncode != 0 and pin == "main":  # a clone of another branch still has origin's main
+            found = _git_here("rev-parse", "--verify", "--quiet", "origin/main^{commit}")
+        assert found.returncode == 0, f"{name} pins brax-diff at {pin!r}, which this repository does not have"
+
+
+def test_the_pin_check_catches_a_pin_that_does_not_exist():
+    assert INSTALL_PIN.findall("pip install git+https://github.com/OWNER/brax-diff@v0.2.0") == ["v0.2.0"]
+    assert HOOK_REV.findall("#     rev: v0.2.0  # note") == ["v0.2.0"]
+    assert _git_here("rev-parse", "--verify", "--quiet", "no-such-pin-0.0^{commit}").returncode != 0

@@ -347,6 +347,8 @@ def test_scheduler_the_code_lacks_is_an_error_with_both_lines(slm_repo):
                      ("ppo_playground.yaml", fx.line_of(fx.SPEC, "name: LinearToMin"))]
     assert extraction.facts["lr_schedule"].value is None
     assert extraction.facts["lr_schedule"].declared == "LinearToMin"
+    for key in ("lr_final_factor", "lr_decay_steps"):  # explained by the same cause, not "no reader"
+        assert "'LinearToMin' is not defined at this ref" in extraction.facts[key].unknown
 
 
 def test_constant_lr_reward_scale_and_no_grad_clip(slm_repo):
