@@ -44,7 +44,7 @@ from brax_diff.factcache import FactCache  # noqa: E402
 from brax_diff.history import HistoryEngine, Recipe, first_parent_log, fact_changes, parse_range  # noqa: E402
 from brax_diff.errors import SourceError  # noqa: E402
 from brax_diff.sources import Repository, Snapshot  # noqa: E402
-from extractors.pyast import Code, PyModule  # noqa: E402
+from brax_diff.extractors.pyast import Code, PyModule  # noqa: E402
 
 TRAIN = "brax/training/agents/ppo/train.py"
 NETWORKS = "brax/training/agents/ppo/networks.py"
@@ -222,7 +222,7 @@ class Scenario:
 
 def real_brax(family=None, env=None):
     def extract(snaps):
-        from extractors.brax import BraxExtractor
+        from brax_diff.extractors.brax import BraxExtractor
 
         extractor = BraxExtractor(snaps["brax"], snaps.get("playground"))
         return extractor.env(env) if env else extractor.family(family)

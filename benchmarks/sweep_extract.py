@@ -107,8 +107,8 @@ def unknowns(extraction) -> list[tuple[str, str, bool]]:
 def run_task(task: tuple) -> list[Outcome]:
     """Extract one commit of one side (in a worker process)."""
     side, sha, repos, others = task
-    from extractors.brax import BraxExtractor
-    from extractors.slm import SlmExtractor, trains
+    from brax_diff.extractors.brax import BraxExtractor
+    from brax_diff.extractors.slm import SlmExtractor, trains
 
     results: list[Outcome] = []
 
@@ -156,8 +156,8 @@ def run_task(task: tuple) -> list[Outcome]:
 
 def plan(repos: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]]]:
     """Commits per side, the newest commits used as the other side, and the files read."""
-    from extractors.brax import BraxExtractor
-    from extractors.slm import SlmExtractor
+    from brax_diff.extractors.brax import BraxExtractor
+    from brax_diff.extractors.slm import SlmExtractor
 
     heads = {"brax": newest(repos["brax"]), "playground": newest(repos["playground"])}
     brax = Repository(repos["brax"], "brax").resolve(heads["brax"])

@@ -183,7 +183,7 @@ def brax_extractor(snapshots: Mapping[str, Snapshot], cache: FactCache | None) -
     """Brax's extractor over ``snapshots`` (``brax``, optional ``playground``), answered from
     ``cache`` when given; extractors.brax (and libcst) is imported on the first miss only."""
     def make() -> Any:
-        from extractors.brax import BraxExtractor
+        from brax_diff.extractors.brax import BraxExtractor
 
         return BraxExtractor(snapshots["brax"], snapshots.get("playground"))
 

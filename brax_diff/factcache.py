@@ -218,10 +218,12 @@ _PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
 def shipped_version(extra: str = "") -> str:
-    """Fingerprint of everything the shipped extractors' output depends on: the ``extractors``
+    """Fingerprint of everything the shipped extractors' output depends on: the ``brax_diff.extractors``
     package, the fact model and vocabulary, and the shipped data files (mappings)."""
     digest = hashlib.sha256(extra.encode())
-    files = sorted((_PACKAGE_ROOT.parent / "extractors").glob("*.py"))
+    from . import EXTRACTORS_DIR
+
+    files = sorted(Path(EXTRACTORS_DIR).glob("*.py"))
     files += [_PACKAGE_ROOT / name for name in ("facts.py", "vocabulary.py", "sources.py")]
     files += sorted((_PACKAGE_ROOT / "data").glob("*"))
     for path in files:

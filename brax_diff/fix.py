@@ -483,7 +483,7 @@ def _unique(items: Iterable[Provenance]) -> list[Provenance]:
 
 def _written_lines(document: SpecDocument, solution: Solution) -> dict[str, set[int]]:
     """Each edit's lines in the new text: its written paths and everything below them."""
-    from extractors.slm_spec import SpecFile
+    from brax_diff.extractors.slm_spec import SpecFile
 
     lines = SpecFile(solution.text, document.path, document.sets).resolve(solution.name).lines
     out: dict[str, set[int]] = {}

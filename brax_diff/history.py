@@ -591,10 +591,10 @@ def _require(module: str, name: str) -> None:
 
 def brax_recipe(family: str | None = None, env: str | None = None) -> Recipe:
     """Brax facts (brax + playground) for a family, an environment, or train() defaults."""
-    _require("extractors.brax", "BraxExtractor")
+    _require("brax_diff.extractors.brax", "BraxExtractor")
 
     def extract(snaps: Mapping[str, Snapshot]) -> Extraction:
-        extractor = _import("extractors.brax", "BraxExtractor")(snaps["brax"], snaps.get("playground"))
+        extractor = _import("brax_diff.extractors.brax", "BraxExtractor")(snaps["brax"], snaps.get("playground"))
         if env:
             return extractor.env(env)
         return extractor.family(family) if family else extractor.defaults()
@@ -604,10 +604,10 @@ def brax_recipe(family: str | None = None, env: str | None = None) -> Recipe:
 
 def slm_recipe(variant: str, spec: str, mapping: dict | None = None) -> Recipe:
     """SLM-Lab facts for one spec variant."""
-    _require("extractors.slm", "SlmExtractor")
+    _require("brax_diff.extractors.slm", "SlmExtractor")
 
     def extract(snaps: Mapping[str, Snapshot]) -> Extraction:
-        return _import("extractors.slm", "SlmExtractor")(snaps["slm"], spec=spec, mapping=mapping).variant(variant)
+        return _import("brax_diff.extractors.slm", "SlmExtractor")(snaps["slm"], spec=spec, mapping=mapping).variant(variant)
 
     return Recipe(f"slm:{spec}", shipped_version(dumps(mapping)), {"variant": variant}, SLM_SIDES, extract)
 
@@ -658,7 +658,7 @@ def recipes_for(request: HistoryRequest, side: str, repos: Mapping[str, Reposito
             if family is None:
                 raise BraxDiffError(f"variant {request.variant!r} maps to no Brax family; use --family or --env")
             return [brax_recipe(family=family)]
-        families = _import("extractors.brax", "FAMILIES")
+        families = _import("brax_diff.extractors.brax", "FAMILIES")
         return [brax_recipe(family=f) for f in families]
     if request.variant:
         variants = [request.variant]
@@ -680,13 +680,13 @@ def recipes_for(request: HistoryRequest, side: str, repos: Mapping[str, Reposito
 
 def _family_of_env(env: str, repos: Mapping[str, Repository], refs: Mapping[str, str]) -> str:
     """The Playground family whose registry names ``env``, at the held Playground ref."""
-    BraxExtractor = _import("extractors.brax", "BraxExtractor")
+    BraxExtractor = _import("brax_diff.extractors.brax", "BraxExtractor")
     # family_of reads only Playground's registries; the Brax snapshot is never touched.
     return BraxExtractor(None, repos["playground"].resolve(refs["playground"])).family_of(env)
 
 
 def _slm_extractor(request: HistoryRequest, repos: Mapping[str, Repository], refs: Mapping[str, str]):
-    SlmExtractor = _import("extractors.slm", "SlmExtractor")
+    SlmExtractor = _import("brax_diff.extractors.slm", "SlmExtractor")
     return SlmExtractor(repos["slm"].resolve(refs["slm"]), spec=request.spec, mapping=request.mapping)
 
 

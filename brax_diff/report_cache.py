@@ -43,7 +43,11 @@ def code_digest() -> str:
     (modules, shipped rules and mapping, installed templates), the checkout's templates/ and
     the extractors (compiled bytecode left out: it is the sources')."""
     digest = hashlib.sha256()
-    roots = [_PACKAGE, _PACKAGE.parent / "templates", _PACKAGE.parent / "extractors"]
+    from . import EXTRACTORS_DIR
+
+    roots = [_PACKAGE, _PACKAGE.parent / "templates"]
+    if Path(EXTRACTORS_DIR).parent != _PACKAGE:  # a source checkout: the top-level folder
+        roots.append(Path(EXTRACTORS_DIR))
     for root in roots:
         if not root.is_dir():
             continue

@@ -9,7 +9,7 @@ lines, cut from ruamel's dump, are appended to the text as it was, so every orig
 keeps its bytes and its number.
 
 :meth:`SpecDocument.with_variant` then reads the result back the way SLM-Lab does
-(:class:`extractors.slm_spec.SpecFile`): the original variants must resolve exactly as
+(:class:`brax_diff.extractors.slm_spec.SpecFile`): the original variants must resolve exactly as
 before and the new one to the original with the writes applied; anything else is a
 :class:`~brax_diff.errors.SpecError` saying the file cannot be round-tripped.
 """
@@ -210,7 +210,7 @@ class SpecDocument:
     """One spec file's text, read by ruamel.yaml (to write) and by SLM-Lab's reading (to check)."""
 
     def __init__(self, text: str, path: str, sets: dict[str, str] | None = None) -> None:
-        from extractors.slm_spec import SpecFile
+        from brax_diff.extractors.slm_spec import SpecFile
 
         if path.endswith(".json"):
             raise SpecError(f"{path}: brax-diff fix writes YAML spec files; this one is JSON")
@@ -244,7 +244,7 @@ class SpecDocument:
     def with_variant(self, base: str, name: str, writes: list[Write], header: list[str]) -> str:
         """The file's text with variant ``name``: ``base`` with ``writes`` applied, after
         ``header`` (comment lines). Checked: see the module docstring."""
-        from extractors.slm_spec import SpecFile
+        from brax_diff.extractors.slm_spec import SpecFile
 
         if not VARIANT_NAME.match(name):
             raise SpecError(f"variant name {name!r}: use letters, digits and _ (starting with a letter)")

@@ -7,7 +7,7 @@ Scopes, each layered over the previous one:
    (its ``network_factory`` goes to ``make_ppo_networks``), no env branch;
 3. ``env(e)``: the same function with its ``if/elif`` branches evaluated for ``e``.
 
-The parameters of a scope are then read through Brax's code (:mod:`extractors.brax_code`)
+The parameters of a scope are then read through Brax's code (:mod:`brax_diff.extractors.brax_code`)
 to give every canonical key a value with provenance. Everything is static: files are
 read as git blobs and parsed; nothing upstream is imported or run.
 

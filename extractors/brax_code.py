@@ -14,7 +14,7 @@ trusting parameter names:
 - ``running_statistics`` gives observation normalization details.
 
 ``train()`` itself and the loss it binds are run by the data-flow engine
-(:mod:`extractors.brax_run`): the scan lengths, the value-loss coefficient, the reward
+(:mod:`brax_diff.extractors.brax_run`): the scan lengths, the value-loss coefficient, the reward
 multiplier and the clip range are what the arithmetic on the path computes, after any
 reassignment inside ``train()``.
 

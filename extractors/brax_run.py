@@ -1,6 +1,6 @@
 """Brax's ``train()`` and ``compute_ppo_loss()`` run by the data-flow engine for one scope.
 
-:class:`TrainRun` calls ``train(**scope)`` abstractly (:mod:`extractors.flow`): the scope's
+:class:`TrainRun` calls ``train(**scope)`` abstractly (:mod:`brax_diff.extractors.flow`): the scope's
 settings go in as values carrying their lines, the body runs statement by statement, so
 a parameter reassigned inside ``train()`` is seen with its new value, and a ``raise`` every
 run reaches (``episode_length`` missing, a batch the devices cannot split) is a failure

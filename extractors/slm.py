@@ -11,7 +11,7 @@ what trains and ``Fact.declared`` what the spec says. Spec-sourced facts carry
 A spec that names something the code does not define, or sets a key no code reads, is
 an ERROR finding (``spec_code_mismatch`` / ``unread_spec_key``) with both provenances.
 
-The variant is also built and trained once by the data-flow engine (:mod:`extractors.slm_run`):
+The variant is also built and trained once by the data-flow engine (:mod:`brax_diff.extractors.slm_run`):
 the batch guard, the value loss handed to the critic's ``train_step`` (on the branch the
 variant takes), the ratio clamp, the schedulers, the actor/critic nets and the specs they
 are built from, and the env wrapper chain's reward multiplier are read from what that run

@@ -1,7 +1,7 @@
 """One SLM-Lab variant built and trained once by the data-flow engine, from its resolved spec.
 
 :class:`SlmRun` does what an SLM-Lab session does with a spec, abstractly
-(:mod:`extractors.flow`): the spec (every value carrying its YAML line) is extended the way
+(:mod:`brax_diff.extractors.flow`): the spec (every value carrying its YAML line) is extended the way
 ``spec_util.extend_meta_spec`` extends it, the environment is built by ``make_env(spec)``,
 the algorithm class the spec names is constructed with an agent whose env has the spec's
 ``num_envs`` (so ``init_algorithm_params`` and ``init_nets`` run: the batch guard,

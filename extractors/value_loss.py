@@ -1,6 +1,6 @@
 """What form a value loss has, read from the value the engine computed for it (both sides).
 
-The value loss is taken apart as ``coefficient x atom`` (:func:`extractors.flow.linear`);
+The value loss is taken apart as ``coefficient x atom`` (:func:`brax_diff.extractors.flow.linear`);
 the atom says the form: ``mean(e * e)``, ``mean(e ** 2)``, ``mean(square(e))`` or a
 ``MSELoss`` module are the mean squared error; ``mean(abs(e))`` or ``L1Loss`` the mean
 absolute error; a Huber / smooth-L1 loss is ``huber``; a loss made from a quantile

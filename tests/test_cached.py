@@ -5,7 +5,7 @@ import brax_fixtures as fx
 from brax_diff.cached import CachedExtractor
 from brax_diff.factcache import FactCache
 from brax_diff.sources import Repository
-from extractors.brax import BraxExtractor
+from brax_diff.extractors.brax import BraxExtractor
 from gitfixture import add_commit, make_repo
 
 

@@ -15,7 +15,7 @@ from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
 from brax_diff.sources import Repository
 from brax_diff.vocabulary import KEYS
-from extractors.brax import FAMILIES, BraxExtractor
+from brax_diff.extractors.brax import FAMILIES, BraxExtractor
 from gitfixture import make_repo
 
 ROOT = Path(__file__).resolve().parent.parent

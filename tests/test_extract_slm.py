@@ -17,8 +17,8 @@ from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError, ConfigError, SpecError
 from brax_diff.limits import LimitExceeded
 from brax_diff.sources import Repository
-from extractors.slm import SlmExtractor, load_mapping, validate_mapping
-from extractors.slm_spec import SpecFile
+from brax_diff.extractors.slm import SlmExtractor, load_mapping, validate_mapping
+from brax_diff.extractors.slm_spec import SpecFile
 from gitfixture import add_commit, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ import pytest
 import slm_fixtures as fx
 from brax_diff.cli import main
 from brax_diff.sources import Repository
-from extractors.brax import BraxExtractor
-from extractors.slm import SlmExtractor
-from extractors.slm_spec import SpecFile
+from brax_diff.extractors.brax import BraxExtractor
+from brax_diff.extractors.slm import SlmExtractor
+from brax_diff.extractors.slm_spec import SpecFile
 from gitfixture import _git
 from upstream_repos import MAPPING_FILE, SPEC_PATH, make_upstreams, repo_flags
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from brax_diff.sources import Repository
-from extractors import flow
-from extractors.flow import Engine, Loader, const, describe, linear, plain, sym
+from brax_diff.extractors import flow
+from brax_diff.extractors.flow import Engine, Loader, const, describe, linear, plain, sym
 from gitfixture import make_repo
 
 CONFIG = '''

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from brax_diff.facts import Provenance
-from extractors import flow
-from extractors.flow import Engine, Loader, const, plain
+from brax_diff.extractors import flow
+from brax_diff.extractors.flow import Engine, Loader, const, plain
 
 PROGRAM = '''
 import torch

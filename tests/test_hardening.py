@@ -79,7 +79,7 @@ def test_non_utf8_rules_and_mapping_files(tmp_path, capsys):
     assert main(["rules", "--rules", str(bad)]) == 2
     one_error_line(capsys, f"rules file {bad}: line 3: not UTF-8 text (byte 0xe9 at offset 36)")
     from brax_diff.errors import ConfigError
-    from extractors.slm import load_mapping
+    from brax_diff.extractors.slm import load_mapping
     mapping = tmp_path / "mapping.yaml"
     mapping.write_bytes(b"\xff\xfevariants: {}\n")
     with pytest.raises(ConfigError, match=r"mapping file .*mapping.yaml: line 1: not UTF-8 text \(byte 0xff"):
@@ -103,7 +103,7 @@ def test_deeply_nested_rules_and_mapping_are_bounded(tmp_path, capsys):
     assert main(["rules", "--rules", str(deep)]) == 2
     one_error_line(capsys, f"rules file {deep}: line 3: nesting deeper than {MAX_NESTING} levels (limit)")
     from brax_diff.limits import LimitExceeded
-    from extractors.slm import load_mapping
+    from brax_diff.extractors.slm import load_mapping
     deep.write_text("variants:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(200)))
     with pytest.raises(LimitExceeded, match=r"deep.yaml: line 6\d: nesting deeper than 64 levels"):
         load_mapping(str(deep))

@@ -109,7 +109,7 @@ class ToyBraxExtractor:
 
 
 def toy_brax_module() -> types.ModuleType:
-    module = types.ModuleType("extractors.brax")
+    module = types.ModuleType("brax_diff.extractors.brax")
     module.BraxExtractor = ToyBraxExtractor
     module.FAMILIES = ("toy",)
     return module
@@ -385,7 +385,7 @@ def run_cli(capsys, args):
 
 
 def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     flags = ["--brax-repo", str(tmp_path / "brax"), "--playground-repo", str(tmp_path / "playground"),
              "--cache-dir", str(tmp_path / "c")]
@@ -403,7 +403,7 @@ def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys)
 
 
 def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, ["history"])
     assert code == 2 and err.startswith("error: give a range to walk")
@@ -418,7 +418,7 @@ def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
 
 
 def test_cli_missing_extractor_is_a_clear_error(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.slm", None)  # import fails as if not built
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", None)  # import fails as if not built
     monkeypatch.chdir(tmp_path)
     make_repo(tmp_path / "slm", [{"x.yaml": "a: 1\n"}])
     code, out, err = run_cli(capsys, ["history", "--slm", "main", "--variant", "v", "--slm-repo",
@@ -464,7 +464,7 @@ class ToySlmExtractor:
 
 
 def toy_slm_module() -> types.ModuleType:
-    module = types.ModuleType("extractors.slm")
+    module = types.ModuleType("brax_diff.extractors.slm")
     module.SlmExtractor = ToySlmExtractor
     module.DEFAULT_SPEC = "spec.yaml"
     return module
@@ -480,8 +480,8 @@ ppo_toy:
 
 
 def test_cli_slm_walk_maps_env_to_variant_and_variant_to_brax_family(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.brax", toy_brax_module())
-    monkeypatch.setitem(sys.modules, "extractors.slm", toy_slm_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", toy_slm_module())
     monkeypatch.chdir(tmp_path)
     make_repo(tmp_path / "slm", [{"spec.yaml": SPEC}, {"notes.md": "x\n"},
                                  {"spec.yaml": SPEC.replace("0.2", "0.3")}],
@@ -526,7 +526,7 @@ def test_a_scope_that_never_extracts_is_an_error_not_an_empty_history(repos):
 
 
 def test_cli_slm_mapping_is_read_at_the_range_end(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "extractors.slm", toy_slm_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", toy_slm_module())
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "slm"
     make_repo(path, [{"spec.yaml": SPEC.replace("envs: [Cartpole]", "envs: []")}], messages=["spec"])

@@ -28,8 +28,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 PROBE = r"""
 import json, os, sys
 from brax_diff.cli import main
-from extractors.brax import BraxExtractor
-from extractors.slm import SlmExtractor
+from brax_diff.extractors.brax import BraxExtractor
+from brax_diff.extractors.slm import SlmExtractor
 log, parent, argv = sys.argv[1], os.getpid(), json.loads(sys.argv[2])
 
 def logged(cls, method):

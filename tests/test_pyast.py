@@ -1,6 +1,6 @@
 import pytest
 
-from extractors.pyast import Code, NotLiteral, PyModule, literal
+from brax_diff.extractors.pyast import Code, NotLiteral, PyModule, literal
 
 SOURCE = '''
 def train(
@@ -149,7 +149,7 @@ def test_start_lines_match_libcsts_position_provider(source):
     visits the nodes in the provider's order (walk() relies on it)."""
     import libcst as cst
 
-    from extractors.pyast import start_lines
+    from brax_diff.extractors.pyast import start_lines
 
     module = cst.parse_module(source)
     lean, expected = start_lines(module), _provider_lines(module)
@@ -163,7 +163,7 @@ def test_start_lines_match_on_upstream_files():
 
     import libcst as cst
 
-    from extractors.pyast import start_lines
+    from brax_diff.extractors.pyast import start_lines
 
     root = Path(__file__).resolve().parent.parent
     files = sorted((root / "extractors").glob("*.py")) + sorted((root / "brax_diff").glob("*.py"))
@@ -191,7 +191,7 @@ def test_code_and_string_memos_give_libcsts_answers():
 def test_paused_gc_is_reentrant_and_restores_the_collector():
     import gc
 
-    from extractors.pyast import paused_gc
+    from brax_diff.extractors.pyast import paused_gc
 
     assert gc.isenabled()
     with paused_gc():

@@ -275,7 +275,7 @@ def test_rules_command_formats(capsys):
 def test_missing_extractors_are_a_clear_error(workspace, monkeypatch, capsys):
     monkeypatch.undo()
     monkeypatch.chdir(workspace["work"])
-    monkeypatch.setitem(__import__("sys").modules, "extractors.brax", None)
+    monkeypatch.setitem(__import__("sys").modules, "brax_diff.extractors.brax", None)
     assert run(workspace) == 2
     assert "error: the extractors cannot be imported" in capsys.readouterr().err
 

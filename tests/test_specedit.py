@@ -10,7 +10,7 @@ import yaml
 import slm_fixtures as fx
 from brax_diff.errors import SpecError
 from brax_diff.specedit import SpecDocument, Write, set_path
-from extractors.slm_spec import SpecFile
+from brax_diff.extractors.slm_spec import SpecFile
 
 SPEC = textwrap.dedent(fx.SPEC).lstrip("\n")
 SETS = {"max_frame": "1e6"}

@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # GitPython (git, gitdb) too: the cache knows each path's id and the date at the commits it stored.
 # Jinja too: the report cache keeps the rendered report by everything it is made from (PyYAML
 # is imported by these tests' runs for their --mapping file only).
-HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "extractors.brax", "extractors.slm", "extractors.flow",
-         "extractors.pyast", "git", "gitdb", "jinja2")
+HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "brax_diff.extractors.brax", "brax_diff.extractors.slm", "brax_diff.extractors.flow",
+         "brax_diff.extractors.pyast", "git", "gitdb", "jinja2")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_extract_brax_answers_from_the_cache_the_same_json(upstreams, tmp_path):
 
 
 def cached_brax(upstreams, cache_root: Path, made: list):
-    from extractors.brax import BraxExtractor
+    from brax_diff.extractors.brax import BraxExtractor
 
     brax = Repository(upstreams["brax"], "brax").resolve("HEAD")
     playground = Repository(upstreams["playground"], "playground").resolve("HEAD")
@@ -180,7 +180,7 @@ def test_environment_lists_are_cached_by_the_blobs_read_and_errors_are_not(tmp_p
 
 
 def test_brax_facts_are_derived_once_per_distinct_config_with_the_same_answers(upstreams):
-    from extractors.brax import BraxExtractor
+    from brax_diff.extractors.brax import BraxExtractor
 
     def extractor():
         brax = Repository(upstreams["brax"], "brax").resolve("HEAD")
@@ -195,7 +195,7 @@ def test_brax_facts_are_derived_once_per_distinct_config_with_the_same_answers(u
 
 
 def test_tree_walks_are_remembered_bounded_and_the_same(monkeypatch):
-    from extractors import pyast
+    from brax_diff.extractors import pyast
 
     module = pyast.IndexedModule(fx.TRAIN_OLD, fx.TRAIN)
 

@@ -11,7 +11,7 @@ import pytest
 import brax_fixtures as fx
 from brax_diff.sources import Repository
 from brax_diff.vocabulary import KEYS
-from extractors.brax import BraxExtractor
+from brax_diff.extractors.brax import BraxExtractor
 from gitfixture import make_repo
 
 SPLIT_VF = fx.LOSSES_NEW.replace(

@@ -16,7 +16,7 @@ import slm_fixtures as fx
 from brax_diff.cli import main
 from brax_diff.sources import Repository
 from brax_diff.vocabulary import KEYS
-from extractors.slm import SlmExtractor, trains
+from brax_diff.extractors.slm import SlmExtractor, trains
 from gitfixture import make_repo
 
 SETS = {"max_frame": "1e6"}

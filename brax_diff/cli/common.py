@@ -37,7 +37,7 @@ def user_mapping(path: str | None) -> dict | None:
     """The user's variant -> family/env mapping file, validated; None keeps the shipped one."""
     if not path:
         return None
-    from extractors.mapping import load_mapping
+    from brax_diff.extractors.mapping import load_mapping
 
     return load_mapping(path)
 

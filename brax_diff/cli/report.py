@@ -57,7 +57,8 @@ def _imported_on_call(module: str, name: str):
 def load_extractors():
     """The extractor classes (tests replace this), imported only when one is built: a report
     answered from the fact cache builds none, and libcst alone takes a second to import."""
-    return _imported_on_call("extractors.brax", "BraxExtractor"), _imported_on_call("extractors.slm", "SlmExtractor")
+    return (_imported_on_call("brax_diff.extractors.brax", "BraxExtractor"),
+            _imported_on_call("brax_diff.extractors.slm", "SlmExtractor"))
 
 
 def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool) -> dict[str, Path | None]:
@@ -317,7 +318,7 @@ def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None
 
     options = resolve_options("gpu" if pick_device() == "cuda" else "cpu")  # the preset the machine can run
     jobs = options.pop("jobs")
-    from extractors.slm import SlmExtractor
+    from brax_diff.extractors.slm import SlmExtractor
 
     from ..fix import written_variant
     from ..rules import load_rules

@@ -43,8 +43,8 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
     each env is compared with ``variant``, else the SLM-Lab variant mapped to it or its family.
     ``sets`` are SLM-Lab spec variables (``${max_frame}``); one the spec never uses is an error."""
     try:
-        from extractors.brax import BraxExtractor
-        from extractors.slm import SlmExtractor
+        from brax_diff.extractors.brax import BraxExtractor
+        from brax_diff.extractors.slm import SlmExtractor
     except ImportError as exc:
         raise BraxDiffError(f"the extractors are not available in this install ({exc}); "
                             "pass --brax-json and --slm-json instead") from None
@@ -77,8 +77,8 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     (None: every fix the spec can express), read back}``: what the all_fixes arm trains, so
     that it is the same settings as ``verify --slm-variant`` on the variant ``fix`` wrote.
     Nothing is written: the variant is read from the spec text in memory."""
-    from extractors.brax import BraxExtractor
-    from extractors.slm import SlmExtractor
+    from brax_diff.extractors.brax import BraxExtractor
+    from brax_diff.extractors.slm import SlmExtractor
 
     from ..fix import written_variant
     from ..rules import load_rules
