@@ -206,12 +206,12 @@ def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Ite
 
     if processes() < 2:
         return []
-    missing = [(e, m, a) for e, m, a in calls if not (isinstance(e, CachedExtractor) and e.answers(m, a))]
+    missing = [(e, m, a) for e, m, a in calls if not (isinstance(e, CachedExtractor) and e.answers(m, *a))]
     if len(missing) < 3:
         return []  # too little to split
     groups: dict[int, list] = {}  # extractor -> its missing calls, in order
     for extractor, method, argument in missing:
-        groups.setdefault(id(extractor), []).append(functools.partial(getattr(extractor, method), argument))
+        groups.setdefault(id(extractor), []).append(functools.partial(getattr(extractor, method), *argument))
     repositories = list({id(s.repository): s.repository for s in snapshots if s is not None}.values())
     if len(groups) > 1:
         return run_groups(list(groups.values()), cache, repositories)

@@ -196,6 +196,15 @@ class Extraction:
     _seen: set[Finding] = field(default_factory=set, init=False, repr=False, compare=False)
     _seen_of: int = field(default=0, init=False, repr=False, compare=False)
 
+    def with_setup(self, setup: "Extraction") -> "Extraction":
+        """This extraction for one environment: ``setup``'s facts (the training setup the
+        environment is run with) in place of this one's, its findings added, its env in the scope."""
+        merged = Extraction(self.side, dict(self.sources), {**self.scope, "env": setup.scope.get("env")},
+                            {**self.facts, **setup.facts}, list(self.findings))
+        for finding in setup.findings:
+            merged.find(finding)
+        return merged
+
     def add(self, fact: Fact) -> Fact:
         self.facts[fact.key] = fact
         return fact
@@ -218,7 +227,12 @@ class Extraction:
         self.find(finding)
 
     def unknown_keys(self) -> list[str]:
-        return sorted(k for k, f in self.facts.items() if f.is_unknown)
+        """Keys the code did not let the extractor read. A family's or a variant's scope leaves
+        what each environment decides to the environments (not a key it failed to read)."""
+        from .vocabulary import PER_ENVIRONMENT
+
+        deferred = PER_ENVIRONMENT if self.scope.get("env") is None else frozenset()
+        return sorted(k for k, f in self.facts.items() if f.is_unknown and k not in deferred)
 
     def complete(self, keys: Iterable[str], where: str) -> None:
         """Every key in ``keys`` gets a fact: a key no reader gave a value stays explicit,

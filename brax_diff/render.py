@@ -36,7 +36,7 @@ from .scope import FORMATS, Scope, extraction_calls  # noqa: F401 (re-exported)
 from .severity import worst_at_or_above  # noqa: F401 (re-exported)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
-from .vocabulary import KEYS, TOPICS
+from .vocabulary import KEYS, PER_ENVIRONMENT, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
 MAX_LINKS = 3  # lines linked per value in Markdown tables; the JSON keeps them all
@@ -228,7 +228,26 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
             uniform.append({"key": key, **first})
     out_rows = [{"env": row.env, "variant": row.variant,
                  "cells": {k: cell(cs[k]) for k in columns if k in cs}} for row, cs in built]
-    return {"columns": columns, "uniform": uniform, "rows": out_rows}
+    incomparable = [{"env": row.env, "variant": row.variant, "why": why}
+                    for row, cs in built if (why := _incomparable(cs))]
+    return {"columns": columns, "uniform": uniform, "rows": out_rows, "incomparable": incomparable}
+
+
+# What makes two returns different numbers: how many steps an episode sums, and how many
+# rewards each step sums.
+SCORE_SCALE_KEYS = ("episode_length", "action_repeat")
+
+
+def _incomparable(classified: dict[str, Classified]) -> list[dict]:
+    """Why an environment's SLM-Lab return cannot be compared with Brax's (empty when it can):
+    each setup key that sets the return's scale and differs, with both values and its rule."""
+    out = []
+    for key in SCORE_SCALE_KEYS:
+        c = classified.get(key)
+        if c is not None and c.status not in ("match", "unknown"):
+            out.append({"key": key, "brax": c.difference.brax_value, "slm": c.difference.slm_value,
+                        "rule": c.rule})
+    return out
 
 
 def _content(model: dict) -> dict:
@@ -309,7 +328,9 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
                  verification: dict | None = None, rules_origin: str = "shipped") -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given."""
-    classified = classify(compare(brax, slm), table)
+    # A family report compares what the family decides; what each environment decides is in its matrix.
+    keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
+    classified = classify(compare(brax, slm, keys), table)
     model = {
         "schema": SCHEMA,
         "scope": dict(sorted(scope.items())),
@@ -461,6 +482,10 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
             variants[name] = slm_extractor.variant(name)
         return variants[name]
 
+    def slm_for(name: str, env: str) -> Extraction:
+        """The variant as it runs ``env``: with the setup its env builder makes for it."""
+        return slm_variant(name).with_setup(slm_extractor.setup(name, env))
+
     matrix = None
     if scope.env is not None:
         family = brax_extractor.family_of(scope.env)
@@ -478,9 +503,9 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
             # An env the mapping does not name gets its family's default variant.
             row_variant = variant or slm_extractor.variant_for(family=family, env=env)
             progress(f"{family}: extracting Brax for {env} ({number}/{len(envs)})")
-            rows.append(EnvRow(env, brax_extractor.env(env), slm_variant(row_variant), row_variant))
+            rows.append(EnvRow(env, brax_extractor.env(env), slm_for(row_variant, env), row_variant))
         matrix = env_matrix(rows, table)
-    slm = slm_variant(chosen)
+    slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec}
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
                         verification=verification, rules_origin=rules_origin)

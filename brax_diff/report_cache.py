@@ -84,11 +84,11 @@ def scope_key(scope: Any, calls: list, snapshots: dict, *, variant: str | None, 
     if any(type(snapshot) is not Snapshot for snapshot in snapshots.values()):
         return None
     answers = []
-    for extractor, method, argument in calls:
-        identity = extractor.answer_identity(method, argument)
+    for extractor, method, arguments in calls:
+        identity = extractor.answer_identity(method, *arguments)
         if identity is None:
             return None
-        answers.append([method, argument, identity])
+        answers.append([method, *arguments, identity])
     try:
         previous = file_digest(previous_path) if previous_path is not None and previous_path.exists() else None
         rules_file = file_digest(rules)

@@ -36,7 +36,8 @@ class ReportRun:
             return BraxExtractor(brax_snap, playground_snap)
 
         def make_slm():
-            return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping)
+            return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping,
+                                playground=playground_snap)
 
         self.cache = self.reports = self.links = None
         if no_cache:
@@ -52,7 +53,8 @@ class ReportRun:
         early = None if slm_snap.exists(settings.spec) else make_slm()  # a missing spec: its one error line now
         self.brax = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap}, self.cache,
                                     BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
-        self.slm = CachedExtractor(early, "slm", {"slm": slm_snap}, self.cache, ("variant",),
+        self.slm = CachedExtractor(early, "slm", {"slm": slm_snap, "playground": playground_snap}, self.cache,
+                                   ("variant", "setup"),
                                    identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
                                    values=("variant_for",), factory=make_slm)
 

@@ -18,6 +18,9 @@ class Key:
     unit: str  # "" when dimensionless
     doc: str
     choices: tuple[str, ...] = ()  # for kind == "enum"
+    # Decided per environment on at least one side: a family report compares it in the
+    # environment matrix only (the family's own config does not decide it).
+    per_environment: bool = False
 
 
 # The reference report's 13 topics, in its order.
@@ -35,6 +38,8 @@ TOPICS: tuple[tuple[str, str], ...] = (
     ("architecture", "Architecture"),
     ("clip_epsilon", "Clipping epsilon"),
     ("discount", "Discount"),
+    # Not a topic of the reference report: what decides whether two scores can be compared at all.
+    ("setup", "Training setup"),
 )
 TOPIC_TITLES = dict(TOPICS)
 
@@ -123,9 +128,28 @@ _KEYS = (
         ("constant", "linear_decay", "other")),
     Key("clip_epsilon_final", "clip_epsilon", "float", "",
         "Clip range at the end of its schedule (clip_epsilon when constant)."),
+    # -- training setup (per environment) ----------------------------------------------
+    Key("episode_length", "setup", "int", "env steps",
+        "Env steps (agent decisions) before the time limit truncates an episode: an episode's return sums at most "
+        "this many rewards, so returns at different lengths are not comparable (Brax `episode_length`, passed to "
+        "the training wrapper; SLM-Lab `PlaygroundVecEnv(episode_length=...)`).", per_environment=True),
+    Key("action_repeat", "setup", "int", "steps",
+        "Times each action is applied (and its rewards summed) per env step.", per_environment=True),
+    Key("training_env_steps", "setup", "int", "env steps",
+        "Env steps of the whole training run, all envs together (Brax `num_timesteps`, SLM-Lab `max_frame`)."),
+    Key("policy_obs_keys", "setup", "str", "",
+        "The observation group the policy network sees (`state` for an observation that is not a dict).",
+        per_environment=True),
+    Key("value_obs_keys", "setup", "str", "",
+        "The observation group the value network sees (`privileged_state`: a critic with privileged inputs).",
+        per_environment=True),
+    Key("physics_backend", "setup", "str", "",
+        "The MuJoCo implementation the environment steps with (the env config's `impl`: `jax` for MJX, `warp` "
+        "for MuJoCo Warp).", per_environment=True),
 )
 
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
+PER_ENVIRONMENT = frozenset(k.name for k in _KEYS if k.per_environment)
 
 
 def topic_of(key: str) -> str:

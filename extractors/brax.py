@@ -31,6 +31,8 @@ from brax_diff.vocabulary import KEYS
 from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
 from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
 from .brax_scope import Scope
+from .brax_setup import setup_facts
+from .playground_env import EnvConfigs
 
 FAMILIES = ("dm_control", "locomotion", "manipulation")
 assert set(FAMILIES) == set(FAMILY_PATHS)
@@ -45,6 +47,7 @@ class BraxExtractor:
         self.code = BraxCode(brax)
         self._params: dict[str, ParamsFunction] = {}
         self._envs: dict[str, list[str]] = {}
+        self._env_configs: EnvConfigs | None = None  # the environments' own configs, run on first use
 
     # -- the Playground side ---------------------------------------------------------
     def families(self) -> list[str]:
@@ -78,7 +81,9 @@ class BraxExtractor:
         if family not in FAMILY_PATHS:
             raise family_error(family)
         if family not in self._params:
-            self._params[family] = ParamsFunction(self._need_playground(), family)
+            if self._env_configs is None:
+                self._env_configs = EnvConfigs(self._need_playground())
+            self._params[family] = ParamsFunction(self._need_playground(), family, self._env_configs)
         return self._params[family]
 
     # -- scopes --------------------------------------------------------------------------
@@ -156,6 +161,12 @@ class BraxExtractor:
         facts, derived_findings = self.code.facts(train, network, "defaults" if family is None else "config")
         for fact in facts:
             extraction.add(fact)
+        for fact in setup_facts(train, network, family=family, env=env, env_configs=self._env_configs):
+            if fact.is_unknown and env is not None:  # an environment's setup the code does not let us read
+                extraction.unknown(fact.key, fact.unknown, Finding("pattern_not_found", "WARNING", fact.unknown,
+                                                                   fact.provenance, fact.key), fact.provenance)
+            else:
+                extraction.add(fact)
         for finding in findings + derived_findings:
             extraction.find(finding)
         extraction.complete(KEYS, "Brax's trainer and Playground's config")

@@ -25,7 +25,8 @@ from brax_diff.facts import Finding, Provenance
 from brax_diff.sources import Snapshot
 
 from .brax_scope import IndexedModule, Scope, Setting, descendants, first_positional
-from .pyast import NotLiteral, call_kwargs, dotted_name, literal, parse_module
+from .playground_env import REGISTRY_FUNCTION, EnvConfigs
+from .pyast import Code, NotLiteral, call_kwargs, dotted_name, literal, parse_module
 
 # Playground family -> (params file, registry package) inside the Playground repository.
 FAMILY_PATHS = {
@@ -90,8 +91,9 @@ def _string_keys(node: cst.CSTNode | None) -> set[str]:
 class ParamsFunction:
     """``brax_ppo_config`` of one family at one Playground commit."""
 
-    def __init__(self, snapshot: Snapshot, family: str) -> None:
+    def __init__(self, snapshot: Snapshot, family: str, env_configs: EnvConfigs | None = None) -> None:
         self.snapshot = snapshot
+        self.env_configs = env_configs
         self.family = family
         self.path = FAMILY_PATHS[family][0]
         try:
@@ -113,7 +115,7 @@ class ParamsFunction:
         config = Config()
         if self.function is not None:
             origin = f"{self.family} config" if env is None else f"{self.family} config for {env}"
-            self._block(self.function.body.body, env, config, origin, state={"var": None})
+            self._block(self.function.body.body, env, config, origin, state={"var": None, "env_config": None, "env": env})
         return config
 
     def _block(self, statements, env: str | None, config: Config, origin: str, state: dict) -> bool:
@@ -156,33 +158,63 @@ class ParamsFunction:
         value = node.value
         for target in (t.target for t in node.targets):
             path = _attribute_path(target)
+            if isinstance(target, cst.Name) and self._is_env_config(value):
+                state["env_config"] = target.value  # env_config = <family>.get_default_config(env_name)
+                continue
             if isinstance(target, cst.Name) and _is_create(value) and state["var"] is None:
                 state["var"] = target.value  # rl_config = config_dict.create(...)
-                self._create(value, config, origin)
+                self._create(value, config, origin, state)
                 continue
             if path is None or state["var"] is None or path[0] != state["var"]:
                 continue
             if len(path) == 2 and path[1] == NETWORK_FACTORY:  # rl_config.network_factory = create(...)
-                config.network = self._kwargs(value, origin) if _is_create(value) else {}
+                config.network = self._kwargs(value, origin, state) if _is_create(value) else {}
             elif len(path) == 2:
-                config.train[path[1]] = self._setting(value, node, origin)
+                config.train[path[1]] = self._setting(value, node, origin, state)
             elif len(path) == 3 and path[1] == NETWORK_FACTORY:
                 if config.network is None:
                     config.network = {}
-                config.network[path[2]] = self._setting(value, node, origin)
+                config.network[path[2]] = self._setting(value, node, origin, state)
 
-    def _create(self, call: cst.Call, config: Config, origin: str) -> None:
+    def _create(self, call: cst.Call, config: Config, origin: str, state: dict) -> None:
         for name, arg in call_kwargs(call).items():
             if name == NETWORK_FACTORY:
-                config.network = self._kwargs(arg.value, origin) if _is_create(arg.value) else {}
+                config.network = self._kwargs(arg.value, origin, state) if _is_create(arg.value) else {}
             else:
-                config.train[name] = self._setting(arg.value, arg, origin)
+                config.train[name] = self._setting(arg.value, arg, origin, state)
 
-    def _kwargs(self, call: cst.CSTNode, origin: str) -> Scope:
-        return {name: self._setting(arg.value, arg, origin) for name, arg in call_kwargs(call).items()}
+    def _kwargs(self, call: cst.CSTNode, origin: str, state: dict) -> Scope:
+        return {name: self._setting(arg.value, arg, origin, state) for name, arg in call_kwargs(call).items()}
 
-    def _setting(self, value: cst.CSTNode, where: cst.CSTNode, origin: str) -> Setting:
+    def _setting(self, value: cst.CSTNode, where: cst.CSTNode, origin: str, state: dict) -> Setting:
+        field = self._env_config_field(value, state)
+        if field is not None:
+            return field(self.at(where), origin)
         return Setting(self.module.literal_or_code(value), (self.at(where),), origin)
+
+    # -- the environment's own config --------------------------------------------------
+    def _is_env_config(self, value: cst.CSTNode) -> bool:
+        """``<registry>.get_default_config(env_name)``: the environment's own config."""
+        return (isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == REGISTRY_FUNCTION
+                and len(value.args) == 1 and self._is_env(value.args[0].value))
+
+    def _env_config_field(self, value: cst.CSTNode, state: dict):
+        """For ``env_config.<field>``, a maker of the Setting the environment's config gives it:
+        its value and lines for an env scope; for the family's base config (no env) or a
+        field the engine cannot read, ``Code`` saying why (an explained unknown downstream)."""
+        if not (isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name)
+                and state.get("env_config") is not None and value.value.value == state["env_config"]):
+            return None
+        name, env = value.attr.value, state.get("env")
+        if env is None:
+            why = f"set per environment from {REGISTRY_FUNCTION}({self.env_param}).{name}"
+            return lambda at, origin: Setting(Code(why), (at,), origin)
+        if self.env_configs is None:
+            return None
+        found = self.env_configs.field(self.family, env, name)
+        if found.unknown is not None:
+            return lambda at, origin: Setting(Code(found.unknown), (at, *found.provenance), origin)
+        return lambda at, origin: Setting(found.value, (at, *found.provenance), f"{origin}; {env}'s own config")
 
     # -- conditions -------------------------------------------------------------------
     def condition(self, test: cst.CSTNode, env: str) -> bool:

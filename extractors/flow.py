@@ -2228,8 +2228,11 @@ def _builtins(engine: Engine) -> dict[str, V]:
         candidates = engine._items(kinds) if isinstance(kinds.data, tuple) else [kinds]
         python = {"int": int, "float": float, "str": str, "bool": bool, "dict": dict, "list": list,
                   "tuple": tuple, "type(None)": type(None)}
-        if is_const(obj) and all(isinstance(c.data, Native) and c.data.name in python for c in candidates):
-            return const(any(isinstance(plain(obj), python[c.data.name]) for c in candidates))
+        if all(isinstance(c.data, Native) and c.data.name in python for c in candidates):
+            if is_const(obj):
+                return const(any(isinstance(plain(obj), python[c.data.name]) for c in candidates))
+            if type(obj.data) in (dict, list, tuple):  # a container's kind is known whatever its items are
+                return const(any(python[c.data.name] is type(obj.data) for c in candidates))
         if isinstance(obj.data, Instance) and all(isinstance(c.data, Class) for c in candidates):
             mro = obj.data.cls.mro()
             if any(c.data in mro for c in candidates):
@@ -2540,6 +2543,8 @@ def mentions(v: V, predicate: Callable[[V], bool], seen: set | None = None) -> b
         children = data.options
     elif isinstance(data, (tuple, list)):
         children = data
+    elif isinstance(data, dict):
+        children = data.values()
     return any(isinstance(c, V) and mentions(c, predicate, seen) for c in children)
 
 

@@ -35,6 +35,7 @@ from brax_diff.vocabulary import KEYS, canonical_activation
 from . import flow
 from . import slm_code as code
 from .slm_run import SlmRun
+from .slm_setup import SETUP_KEYS, SetupFacts
 from .slm_spec import ResolvedSpec, SpecFile
 from .mapping import FAMILIES, load_mapping, validate_mapping  # noqa: F401 (re-exported)
 from .value_loss import value_loss_form
@@ -86,8 +87,12 @@ class SlmExtractor:
     """One SLM-Lab snapshot and spec file; facts per variant."""
 
     def __init__(self, snapshot: Snapshot, spec: str = DEFAULT_SPEC, sets: dict[str, str] | None = None,
-                 mapping: dict | None = None) -> None:
+                 mapping: dict | None = None, playground: Snapshot | None = None) -> None:
+        """``playground``: the Playground commit the env builder calls into (its registry's
+        configs decide part of the setup, :meth:`setup`); without it those parts stay unknown."""
         self.snapshot = snapshot
+        self.playground = playground
+        self._env_configs = None
         self.spec_path = spec
         if not snapshot.exists(spec):
             raise SpecError(f"spec file {spec} not found at {snapshot.ref} ({snapshot.sha[:12]})")
@@ -142,6 +147,24 @@ class SlmExtractor:
         )
         _VariantFacts(self, spec, extraction).build()
         extraction.complete(KEYS, "SLM-Lab's spec and code")
+        return extraction
+
+    def setup(self, variant: str, env: str) -> Extraction:
+        """The training setup ``variant`` runs Playground environment ``env`` with: the env
+        its builder makes for ``playground/<env>`` (:mod:`brax_diff.extractors.slm_setup`)."""
+        spec = self.spec_file.resolve(variant)
+        extraction = Extraction(side="slm", sources={"slm": self.snapshot.info()},
+                                scope={"variant": variant, "env": env})
+        libraries = None
+        if self.playground is not None:
+            from .playground_env import EnvConfigs
+
+            if self._env_configs is None:
+                self._env_configs = EnvConfigs(self.playground)
+            libraries = self._env_configs.registry_model()
+            extraction.sources["playground"] = self.playground.info()
+        run = SlmRun(self.snapshot, spec, f"playground/{env}", libraries)
+        SetupFacts(self.snapshot, run, env, extraction, knows_playground=libraries is not None).build()
         return extraction
 
     def run_env_name(self, variant: str, spec: ResolvedSpec) -> str | None:
@@ -231,7 +254,23 @@ class _VariantFacts:
         self._reward_and_observations()
         self._value_and_advantages()
         self._net()
+        self._budget()
+        for key in SETUP_KEYS:  # what the env builder makes of each environment: SlmExtractor.setup
+            self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by the env builder "
+                                                     "(see the environment matrix)"))
         self.out.findings.sort(key=Finding.sort_key)
+
+    def _budget(self) -> None:
+        """``env.max_frame``: the run's length in env steps, all envs together (SLM-Lab's
+        ``-s max_frame=N`` on the command line when the spec leaves it ``${max_frame}``)."""
+        value, at, note = self.setting("env.max_frame", None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+            why = ("the spec leaves env.max_frame to the command line: give it with --set max_frame=N"
+                   if isinstance(value, str) and "${" in value else f"env.max_frame is {value!r}, not a run length")
+            self.unknown("training_env_steps", why, (at,), kind="unset_placeholder" if "--set" in why else
+                         "pattern_not_found")
+            return
+        self.add("training_env_steps", int(value), at, note)
 
     # -- can it train at this ref? ---------------------------------------------------------
     def _runnability(self) -> None:

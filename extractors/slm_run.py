@@ -36,7 +36,7 @@ ROOTS = ("slm_lab",)
 ASSUME = {"torch.cuda.is_available": True}  # the GPU path: SLM-Lab's Playground runs use CUDA
 ENVIRON = {"PROFILE": "false"}  # `slm-lab run` without --profile: env_var.set_from_cli's default
 WATCH = frozenset({"train_step", "clamp", "venv_pack", "calc_val_loss", "calc_policy_loss", "split_minibatch",
-                   "PlaygroundVecEnv", "make", "make_vec"})
+                   "PlaygroundVecEnv", "make", "make_vec", "wrap_for_brax_training", "load"})
 ENV_MODULE = "slm_lab.env"
 ALGORITHM_PACKAGE = "slm_lab.agent.algorithm"
 SPEC_MODULE = "slm_lab.spec.spec_util"
@@ -64,10 +64,14 @@ class RewardScale:
 class SlmRun:
     """One variant, run once. Each part runs on first use."""
 
-    def __init__(self, snapshot, spec: ResolvedSpec, env_name: str | None = None) -> None:
+    def __init__(self, snapshot, spec: ResolvedSpec, env_name: str | None = None,
+                 libraries: dict | None = None) -> None:
+        """``libraries``: external calls answered by a model (qualified name -> callable, as
+        :class:`~brax_diff.extractors.flow.Engine`'s ``assume``), e.g. Playground's registry."""
         self.snapshot = snapshot
         self.spec = spec
-        self.engine = Engine(Loader(snapshot, ROOTS), assume=ASSUME, environ=ENVIRON, watch=WATCH)
+        self.engine = Engine(Loader(snapshot, ROOTS), assume={**ASSUME, **(libraries or {})}, environ=ENVIRON,
+                             watch=WATCH)
         where = lambda line: snapshot.where(spec.path, line)  # noqa: E731
         data = dict(spec.data)
         data.setdefault("name", spec.name)

@@ -65,6 +65,12 @@ BRAX_VALUES = {
     "clip_epsilon": (0.3, TRAIN, 206),
     "clip_epsilon_schedule": ("constant", TRAIN, 206),
     "clip_epsilon_final": (0.3, TRAIN, 206),
+    "episode_length": (1000, "mujoco_playground/_src/dm_control_suite/cartpole.py", 49),
+    "action_repeat": (1, PARAMS, 36),
+    "training_env_steps": (60_000_000, PARAMS, 30),
+    "policy_obs_keys": ("state", "brax/training/agents/ppo/networks.py", 98),
+    "value_obs_keys": ("state", "brax/training/agents/ppo/networks.py", 99),
+    "physics_backend": ("warp", "mujoco_playground/_src/dm_control_suite/cartpole.py", 53),
 }
 
 # value, path, line, spec key (None: from code)
@@ -113,6 +119,12 @@ SLM_VALUES = {
     "clip_epsilon": (0.2, 93, "agent.algorithm.clip_eps_spec.start_val"),
     "clip_epsilon_schedule": ("constant", 92, "agent.algorithm.clip_eps_spec.name"),
     "clip_epsilon_final": (0.2, 93, "agent.algorithm.clip_eps_spec.start_val"),
+    "episode_length": (1000, None, None),
+    "action_repeat": (1, None, None),
+    "training_env_steps": (60_000_000, 142, "env.max_frame"),
+    "policy_obs_keys": ("state", None, None),
+    "value_obs_keys": ("state", None, None),
+    "physics_backend": ("warp", None, None),
 }
 SLM_CODE = "slm_lab/agent/algorithm/ppo.py"
 

@@ -75,7 +75,11 @@ def test_defaults_give_every_key_from_the_code(repos):
         "std_min": 0.001, "std_max": None, "policy_hidden_layers": [64, 64], "activation": "silu",
         "kernel_init": "lecun_uniform", "shared_network": False, "clip_epsilon": 0.2,
         "clip_epsilon_schedule": "constant", "clip_epsilon_final": 0.2,
+        # This train() takes no episode_length or action_repeat, and num_timesteps has no default.
+        "episode_length": None, "action_repeat": None, "training_env_steps": None,
+        "policy_obs_keys": "state", "value_obs_keys": "state", "physics_backend": None,
     }
+    assert old.unknown_keys() == ["training_env_steps"]  # the per-environment keys are left to each env
     assert old.scope == {"family": None, "env": None}
     assert old.facts["obs_norm_method"].declared == "welford"  # the statistics kept, unused
 

@@ -46,7 +46,7 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     assert diffs["transitions_per_update"]["fix"]["value"] == 480
     # clip_epsilon_final (0.3 vs 0.2) differs with clip_epsilon; the schedules and entropy_coef_final match
     # and lr_decay_steps (Brax constant, SLM-Lab decaying over 1e8 frames) is MINOR
-    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 12, "match": 20, "unknown": 0}
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 12, "match": 26, "unknown": 0}  # 6 setup keys match
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -63,10 +63,10 @@ def test_markdown_header_names_every_source_with_full_sha_and_date():
     assert "SLM-Lab variant `ppo_playground`" in header
 
 
-def test_markdown_has_the_13_topics_in_order_with_linked_values():
+def test_markdown_has_the_14_topics_in_order_with_linked_values():
     md = render_markdown(model())
     positions = [md.index(f"### {i}. {title}\n") for i, (_, title) in enumerate(TOPICS, start=1)]
-    assert positions == sorted(positions) and len(positions) == 13
+    assert positions == sorted(positions) and len(positions) == 14  # the 13 reference topics and the training setup
     batch = section(md, "### 1. Batch collection")
     row = next(line for line in batch.splitlines() if line.startswith("| `transitions_per_update`"))
     assert "| `983040` · [L586][google/brax/brax/training/agents/ppo/train.py#L586] |" in row

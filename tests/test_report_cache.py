@@ -98,10 +98,10 @@ def test_every_input_moves_the_key(upstreams, tmp_path, monkeypatch):
         def __init__(self, identity):
             self.identity = identity
 
-        def answer_identity(self, method, argument):
+        def answer_identity(self, method, *arguments):
             return self.identity
 
-    calls = [(Answering({"recipe": "r", "reads": "x"}), "family", "dm_control")]
+    calls = [(Answering({"recipe": "r", "reads": "x"}), "family", ("dm_control",))]
     previous = tmp_path / "previous.json"
     previous.write_text("{}")
     rules = tmp_path / "rules.yaml"
@@ -114,7 +114,7 @@ def test_every_input_moves_the_key(upstreams, tmp_path, monkeypatch):
     keys = {
         "base": key(),
         "scope": key(scope=Scope(env="WalkerRun")),
-        "answers": key(the_calls=[(Answering({"recipe": "r", "reads": "y"}), "family", "dm_control")]),
+        "answers": key(the_calls=[(Answering({"recipe": "r", "reads": "y"}), "family", ("dm_control",))]),
         "variant": key(variant="ppo_fx_rs"),
         "spec": key(spec="other.yaml"),
         "rules": key(rules=str(rules), rules_origin=str(rules)),
@@ -130,7 +130,7 @@ def test_every_input_moves_the_key(upstreams, tmp_path, monkeypatch):
     monkeypatch.setattr(report_cache, "code_digest", lambda: "another brax-diff")
     assert key() != keys["base"]
     # Unknowable: an answer the fact cache lacks, a snapshot of a work tree.
-    assert key(the_calls=[(Answering(None), "family", "dm_control")]) is None
+    assert key(the_calls=[(Answering(None), "family", ("dm_control",))]) is None
     worktree = Repository(upstreams["slm"], "slm").resolve("WORKTREE")
     assert key(snaps={**snapshots, "slm": worktree}) is None
 

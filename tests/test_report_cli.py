@@ -11,7 +11,7 @@ import pytest
 from brax_diff.cli import main
 from brax_diff.cli import report as report_cli
 from brax_diff.errors import BraxDiffError, SpecError
-from brax_diff.facts import Finding
+from brax_diff.facts import Extraction, Finding
 from brax_diff.render import render_rules_markdown
 from brax_diff.rules import load_rules
 from gitfixture import add_commit, make_repo
@@ -71,7 +71,7 @@ class FakeSlm:
         "ppo_playground_loco": {"transitions_per_update": 983040, "unrolls_per_update": 16},
     }
 
-    def __init__(self, snapshot, spec="spec.yaml", sets=None, mapping=None):
+    def __init__(self, snapshot, spec="spec.yaml", sets=None, mapping=None, playground=None):
         self.snapshot, self.spec = snapshot, spec
         self.mapping = mapping or {"dm_control": "ppo_playground", "locomotion": "ppo_playground_loco"}
 
@@ -84,6 +84,10 @@ class FakeSlm:
         x = slm_extraction(self.VARIANTS[name], variant=name, sha=self.snapshot.sha)
         x.sources = {"slm": self.snapshot.info()}
         return x
+
+    def setup(self, variant, env):
+        """The fake's environments all run with one setup: no setup facts of their own."""
+        return Extraction("slm", {"slm": self.snapshot.info()}, {"variant": variant, "env": env})
 
     def family_of(self, variant):
         return next((f for f, v in self.mapping.items() if v == variant), None)
