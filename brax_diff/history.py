@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .errors import BraxDiffError, SourceError
 from .facts import Extraction, Fact, SourceInfo, dumps
 from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version  # noqa: F401 (re-exported)
-from .sources import ObjectIds, Repository, Snapshot  # noqa: F401 (ObjectIds: re-exported)
+from .sources import ObjectIds, Repository, Snapshot, open_all  # noqa: F401 (ObjectIds: re-exported)
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -711,6 +711,7 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
         if side in BRAX_SIDES and request.variant:
             needed |= set(SLM_SIDES)
     repos = _Repos(open_repo)
+    repos.update(open_all(sorted(needed), open_repo))  # every one that cannot be opened named at once
     engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache)
     walks = []
     for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import Settings
-from .sources import Repository, Snapshot, is_url
+from .sources import Repository, Snapshot, is_url, open_all
 from .worktree import head_differs
 
 TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
@@ -18,15 +18,22 @@ TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
 
 def open_snapshots(settings: Settings, sides: Iterable[str],
                    step: Callable[[str], None] = lambda text: None) -> dict[str, Snapshot]:
-    """side -> Snapshot at the side's ref (``WORKTREE``: the files on disk)."""
+    """side -> Snapshot at the side's ref (``WORKTREE``: the files on disk). Every repository
+    that cannot be opened is named in one error (see :func:`open_all`)."""
     cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    sides = list(sides)
+
+    def open_one(side: str) -> Repository:
+        location = getattr(settings, f"{side}_repo")
+        step(f"{TITLES[side]}: {'cloning or fetching' if is_url(location) else 'opening'} {location}")
+        return Repository(location, side, cache_root=cache_root)
+
+    repositories = open_all(sides, open_one)
     snapshots = {}
     for side in sides:
-        location, ref = getattr(settings, f"{side}_repo"), getattr(settings, f"{side}_ref")
-        step(f"{TITLES[side]}: {'cloning or fetching' if is_url(location) else 'opening'} {location}")
-        repository = Repository(location, side, cache_root=cache_root)
-        step(f"{TITLES[side]}: resolving {ref} in {location}")
-        snapshots[side] = repository.resolve(ref)
+        ref = getattr(settings, f"{side}_ref")
+        step(f"{TITLES[side]}: resolving {ref} in {repositories[side].location}")
+        snapshots[side] = repositories[side].resolve(ref)
     return snapshots
 
 

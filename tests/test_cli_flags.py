@@ -131,3 +131,21 @@ def test_offline_error_names_the_flag_and_the_setting(tmp_path, capsys, monkeypa
     assert main(["extract", "brax", "--brax-repo", f"file://{tmp_path}/gone", "--defaults"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: brax: cannot clone") and "--brax-repo PATH" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["report", "--slm", "HEAD", "--slm-repo", "SLM"],
+                                     ["extract", "brax", "--env", "BallInCup"],
+                                     ["verify", "--plan", "--slm-repo", "SLM"],
+                                     ["history", "--brax", "HEAD", "--env", "BallInCup", "--slm-repo", "SLM"]])
+def test_offline_every_missing_clone_is_named_in_one_line(command, upstreams, tmp_path, capsys, monkeypatch):
+    """Offline with no cached clones, one run names every repository to point at a local clone."""
+    monkeypatch.chdir(tmp_path)
+    brax, playground = f"file://{tmp_path}/no-brax", f"file://{tmp_path}/no-playground"
+    command = [str(upstreams["slm"]) if word == "SLM" else word for word in command]
+    assert main([*command, "--brax-repo", brax, "--playground-repo", playground]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: brax: cannot clone {brax} and no cached clone exists")
+    assert f"; playground: cannot clone {playground} and no cached clone exists" in err
+    assert err.endswith("; to use local clones, pass --brax-repo PATH and --playground-repo PATH or set "
+                        "brax-repo and playground-repo in brax-diff.toml\n")
+    assert not (tmp_path / "reports").exists()
