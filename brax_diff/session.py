@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import Settings
+from .errors import SourceError
 from .sources import Repository, Snapshot, is_url, open_all
-from .worktree import head_differs
+from .worktree import WORKTREE, head_differs
 
 TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
 
@@ -22,6 +23,8 @@ def open_snapshots(settings: Settings, sides: Iterable[str],
     that cannot be opened is named in one error (see :func:`open_all`)."""
     cache_root = Path(settings.cache_dir) if settings.cache_dir else None
     sides = list(sides)
+    for side in sides:
+        check_worktree_location(side, getattr(settings, f"{side}_repo"), getattr(settings, f"{side}_ref"))
 
     def open_one(side: str) -> Repository:
         location = getattr(settings, f"{side}_repo")
@@ -35,6 +38,13 @@ def open_snapshots(settings: Settings, sides: Iterable[str],
         step(f"{TITLES[side]}: resolving {ref} in {repositories[side].location}")
         snapshots[side] = repositories[side].resolve(ref)
     return snapshots
+
+
+def check_worktree_location(side: str, location: str, ref: str) -> None:
+    """``WORKTREE`` with a URL repository: one error now, before a clone that cannot serve it."""
+    if ref == WORKTREE and is_url(location):
+        raise SourceError(f"{side}: {WORKTREE} reads a local checkout's files; --{side}-repo is a URL "
+                          f"({location}); give the checkout's path")
 
 
 def head_warnings(snapshots: dict[str, Snapshot]) -> list[str]:
