@@ -149,3 +149,20 @@ def test_offline_every_missing_clone_is_named_in_one_line(command, upstreams, tm
     assert err.endswith("; to use local clones, pass --brax-repo PATH and --playground-repo PATH or set "
                         "brax-repo and playground-repo in brax-diff.toml\n")
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("command", [["report", "--env", "BallInCup", "--slm", "HEAD"],
+                                     ["extract", "slm", "--slm", "HEAD"],
+                                     ["fix", "--env", "BallInCup", "--slm", "HEAD", "--diff"],
+                                     ["verify", "--plan", "--slm", "HEAD"]])
+def test_a_set_with_no_placeholder_in_the_spec_is_an_error(command, upstreams, tmp_path, capsys, monkeypatch):
+    """--set foo=1 where the spec has no ${foo}: one error line naming the spec's placeholders."""
+    monkeypatch.chdir(tmp_path)
+    repos = {"extract": ["--slm-repo", str(upstreams["slm"])]}.get(command[0], [
+        "--brax-repo", str(upstreams["brax"]), "--playground-repo", str(upstreams["playground"]),
+        "--slm-repo", str(upstreams["slm"])])
+    assert main([*command, *repos, "--set", "foo=1"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: --set foo=1: the spec slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml has no ${foo} "
+                   "placeholder; its placeholders: ${env}, ${max_frame}\n")
+    assert not (tmp_path / "reports").exists()

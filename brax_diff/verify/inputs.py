@@ -53,10 +53,6 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
     snapshots = open_snapshots(settings, ("brax", "playground", "slm"))
     brax_extractor = BraxExtractor(snapshots["brax"], snapshots["playground"])
     slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets)
-    unused = sorted(name for name in (sets or {}) if "${" + name + "}" not in slm_extractor.spec_file.raw_text)
-    if unused:
-        raise BraxDiffError(f"--set {', '.join(unused)}: not a trainer setting, and the SLM-Lab spec "
-                            f"{slm_extractor.spec_file.path} has no ${{{unused[0]}}} placeholder")
     brax: dict[str, Extraction] = {}
     slm: dict[str, Extraction] = {}
     for env in envs:
