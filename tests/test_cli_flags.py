@@ -31,6 +31,40 @@ def options(*path: str) -> set[str]:
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"brax-diff {__version__}\n"
+    assert main(["-V"]) == 0
+    assert capsys.readouterr().out == f"brax-diff {__version__}\n"
+
+
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
+                                     ["extract", "slm"], ["extract"], []])
+def test_dash_h_is_help_everywhere(command, capsys):
+    assert main([*command, "--help"]) == 0
+    long = capsys.readouterr().out
+    assert main([*command, "-h"]) == 0
+    assert capsys.readouterr().out == long and "  -h, --help  " in long
+
+
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
+                                     ["extract", "slm"]])
+def test_help_names_what_each_value_is(command, capsys):
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "<" not in out.replace("<variant>", "")  # no <str>, <int>, <path>, <list[str]>
+
+
+def test_help_metavars(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["report", "--help"]) == 0
+    rows = {line.strip().split("  ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  -")}
+    assert {"--brax, --brax-ref REF", "--brax-repo PATH|URL", "--family FAMILY", "--env ENV", "--spec PATH",
+            "--set KEY=VALUE", "--rules FILE", "--fail-on SEVERITY", "--output PATH", "-q, --quiet"} <= rows
+    assert main(["history", "--help"]) == 0
+    assert "  --brax A..B " in capsys.readouterr().out
+    assert main(["verify", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "  --seeds N " in out and "  --set NAME=VALUE " in out and "  --address HOST:PORT " in out
+    assert main(["fix", "--help"]) == 0
+    assert "  --keys KEY,... " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command, sides", [
