@@ -213,8 +213,11 @@ def _local_clone_hint(sides: list[str]) -> str:
     """Every side's repository is the flag --SIDE-repo and the setting SIDE-repo."""
     if len(sides) == 1:
         return f"to use a local clone, pass --{sides[0]}-repo PATH or set {sides[0]}-repo in brax-diff.toml"
-    return (f"to use local clones, pass {' and '.join(f'--{s}-repo PATH' for s in sides)} or set "
-            f"{' and '.join(f'{s}-repo' for s in sides)} in brax-diff.toml")
+    def listed(words: list[str]) -> str:
+        return ", ".join(words[:-1]) + f" and {words[-1]}"
+
+    return (f"to use local clones, pass {listed([f'--{s}-repo PATH' for s in sides])} or set "
+            f"{listed([f'{s}-repo' for s in sides])} in brax-diff.toml")
 
 
 class CloneUnavailable(SourceError):
