@@ -1,14 +1,22 @@
 """Settings: defaults, then one provider per file, then command-line flags.
 
-Later providers win: defaults < ``[tool.brax-diff]`` in ./pyproject.toml <
-./brax-diff.toml (top-level keys, or its own ``[tool.brax-diff]`` table) < flags.
-Keys may be written with dashes or underscores (``brax-repo`` or ``brax_repo``).
+Later providers win: defaults < ``[tool.brax-diff]`` in pyproject.toml < brax-diff.toml
+(top-level keys, or its own ``[tool.brax-diff]`` table) < flags. Keys may be written with
+dashes or underscores (``brax-repo`` or ``brax_repo``).
+
+The files are read in the project's root: the first directory from the current one up that
+holds brax-diff.toml or a pyproject.toml with ``[tool.brax-diff]``, no higher than the top of
+the git work tree (as ruff and git look); with neither, that top (outside a work tree: the
+current directory). Relative paths in the files, and the default reports directory, start
+at the root; relative paths given as flags start at the current directory.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +40,42 @@ class Settings:
     mapping: str | None = None  # a variant -> family/env mapping file replacing the shipped one
     cache_dir: str | None = None  # where URL clones and caches live
     reports_dir: str = "reports"
+    # Not a setting: the directory relative paths in the settings files start at (load_settings).
+    root: str = field(default=".", compare=False)
 
     def merged(self, values: dict[str, Any], origin: str) -> "Settings":
-        known = {f.name: f for f in fields(self)}
+        known = [f.name for f in fields(self) if f.name not in INTERNAL]
         clean: dict[str, Any] = {}
         for raw_key, value in values.items():
             key = raw_key.replace("-", "_")
             if key not in known:
-                raise ConfigError(f"{origin}: unknown setting {raw_key!r} "
-                                  f"(known: {', '.join(sorted(known))})")
+                raise ConfigError(f"{origin}: {unknown_key_message(raw_key, known)}")
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{origin}: setting {raw_key!r} must be a string")
             clean[key] = value
         return replace(self, **clean)
+
+    def label(self, path: str) -> str:
+        """``path`` as a report shows it: relative to the root when inside it (the same report
+        from any directory of the project, and no local path in it), else as given."""
+        absolute = os.path.abspath(os.path.expanduser(path))
+        inside = os.path.relpath(absolute, os.path.abspath(self.root))
+        return path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else Path(inside).as_posix()
+
+
+INTERNAL = {"root"}
+# Settings that are filesystem paths (a repository also when it is not a URL): relative ones
+# in a settings file start at the root. `spec` is a path inside the SLM-Lab repository.
+PATH_SETTINGS = ("brax_repo", "playground_repo", "slm_repo", "rules", "mapping", "cache_dir", "reports_dir")
+
+
+def unknown_key_message(raw_key: str, known: list[str]) -> str:
+    """The key as written, the closest known one spelt the same way (dashes or underscores)."""
+    dashes = "_" not in raw_key
+    spelt = {(k.replace("_", "-") if dashes else k): k for k in known}
+    close = difflib.get_close_matches(raw_key, list(spelt), n=1)
+    suggest = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown setting {raw_key!r}{suggest} (known: {', '.join(sorted(spelt))})"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -58,20 +89,20 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def _table(data: Any, keys: tuple[str, ...], origin: str) -> Any:
-    """``data[keys[0]][keys[1]]...``; {} when a key is absent; a ConfigError when a level is not a table."""
-    for depth, key in enumerate(keys):
-        if not isinstance(data, dict):
-            raise ConfigError(f"{origin}: [{'.'.join(keys[:depth])}] must be a table, not {type(data).__name__}")
-        data = data.get(key, {})
-    return data
+def _pyproject_table(directory: Path) -> Any:
+    """pyproject.toml's ``[tool.brax-diff]`` table; None when the file or the table is absent."""
+    path = directory / "pyproject.toml"
+    if not path.is_file():
+        return None
+    tool = _read_toml(path).get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table, not {type(tool).__name__}")
+    return tool.get("brax-diff")
 
 
 def pyproject_provider(directory: Path) -> dict[str, Any]:
-    path = directory / "pyproject.toml"
-    if not path.is_file():
-        return {}
-    return _table(_read_toml(path), ("tool", "brax-diff"), str(path))
+    found = _pyproject_table(directory)
+    return {} if found is None else found
 
 
 def brax_diff_toml_provider(directory: Path) -> dict[str, Any]:
@@ -87,30 +118,71 @@ PROVIDERS = (("pyproject.toml [tool.brax-diff]", pyproject_provider),
              ("brax-diff.toml", brax_diff_toml_provider))
 
 
+def _where(origin: str, root: Path, directory: Path) -> str:
+    """A provider's name in messages; read in a directory above, with the path to it."""
+    return origin if root == directory else f"{os.path.relpath(root, directory)}/{origin}"
+
+
 SLM_DEFAULT_BRANCH = "master"
+
+
+def work_tree_top(directory: Path) -> Path | None:
+    """The top of the git work tree holding ``directory`` (a ``.git`` folder or file); None outside one."""
+    for folder in (directory, *directory.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
 
 
 def slm_checkout(directory: Path) -> Path | None:
     """The top of the git work tree holding ``directory`` when it is an SLM-Lab checkout
     (``slm_lab/`` at its top), else None."""
+    top = work_tree_top(directory)
+    return top if top is not None and (top / "slm_lab").is_dir() else None
+
+
+def project_root(directory: Path) -> Path:
+    """Where the settings files are read and their relative paths start (the module docstring)."""
+    top = work_tree_top(directory)
+    if top is None:
+        return directory
     for folder in (directory, *directory.parents):
-        if (folder / ".git").exists():
-            return folder if (folder / "slm_lab").is_dir() else None
-    return None
+        if (folder / "brax-diff.toml").is_file() or _pyproject_table(folder) is not None:
+            return folder
+        if folder == top:
+            break
+    return top
+
+
+def _anchored(values: Any, root: Path) -> Any:
+    """A settings file's values with relative paths made to start at ``root``."""
+    if not isinstance(values, dict):
+        return values
+    out = dict(values)
+    for raw_key, value in values.items():
+        if (raw_key.replace("-", "_") in PATH_SETTINGS and isinstance(value, str) and value and not is_url(value)
+                and not value.startswith("~") and not Path(value).is_absolute()):
+            out[raw_key] = os.path.normpath(root / value)
+    return out
 
 
 def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
     """Settings for a run in ``directory`` (default: cwd); ``flags`` set to None are ignored.
 
-    With no SLM-Lab repository configured, brax-diff run inside an SLM-Lab checkout reads that
-    checkout (at HEAD); anywhere else it reads kengz/SLM-Lab from GitHub (at master)."""
+    With no SLM-Lab repository configured, brax-diff run inside an SLM-Lab checkout (anywhere
+    in it) reads that checkout (at HEAD); anywhere else it reads kengz/SLM-Lab from GitHub (at
+    master)."""
     directory = (directory or Path.cwd()).resolve()
-    settings = Settings()
+    root = project_root(directory)
+    # Run in the root, paths stay as written (relative to it, and to the cwd).
+    settings = Settings(root=str(root)) if root == directory else Settings(
+        reports_dir=str(root / Settings.reports_dir), root=str(root))
     for origin, provider in PROVIDERS:
-        values = provider(directory)
+        values = provider(root)
         if not isinstance(values, dict):
-            raise ConfigError(f"{origin}: expected a table of settings")
-        settings = settings.merged(values, origin)
+            raise ConfigError(f"{_where(origin, root, directory)}: expected a table of settings")
+        settings = settings.merged(values if root == directory else _anchored(values, root),
+                                   _where(origin, root, directory))
     settings = settings.merged({k: v for k, v in flags.items() if v is not None}, "command line")
     if settings.slm_repo is None:
         checkout = slm_checkout(directory)

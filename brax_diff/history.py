@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .errors import BraxDiffError, SourceError
 from .facts import Extraction, Fact, SourceInfo, dumps
 from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version  # noqa: F401 (re-exported)
-from .sources import ObjectIds, Repository, Snapshot  # noqa: F401 (ObjectIds: re-exported)
+from .sources import ObjectIds, Repository, Snapshot, open_all  # noqa: F401 (ObjectIds: re-exported)
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -271,6 +271,13 @@ def first_parent_log(repo: Repository, start: str | None, end: str) -> list[Comm
     return commits
 
 
+def is_ancestor(repo: Repository, ancestor: str, descendant: str) -> bool:
+    """Whether commit ``ancestor`` is reachable from ``descendant``."""
+    done = subprocess.run(["git", "-C", repo.git_dir, "merge-base", "--is-ancestor", ancestor, descendant],
+                          capture_output=True, text=True)
+    return done.returncode == 0
+
+
 def pathspec(path: str) -> str:
     """A read-set entry as a literal pathspec from the repository's top (``dir/`` too)."""
     clean = path.strip("/")
@@ -382,6 +389,11 @@ class HistoryEngine:
                         raise BraxDiffError(f"{recipe.name} needs a ref for {other}")
                     held_commits[other] = self.repos[other].resolve(held[other]).commit
         log = first_parent_log(repo, start.hexsha if start else None, end.hexsha)
+        if not log and start is not None and start.hexsha != end.hexsha and is_ancestor(repo, end.hexsha,
+                                                                                         start.hexsha):
+            # A reversed range lists nothing, which reads as "nothing changed": say why instead.
+            raise BraxDiffError(f"--{side} {rev_range}: the range is empty because {end_ref} is an ancestor of "
+                                f"{start_ref}; did you mean {end_ref}..{start_ref}?")
         walk = Walk(side=side, range=rev_range, start=start.hexsha if start else None, end=end.hexsha,
                     repo=repo.web_url, scopes=[r.scope for r in recipes], commits=len(log),
                     held={s: SourceInfo(self.repos[s].web_url, c.hexsha, c.committed_datetime.isoformat(), held[s])
@@ -711,6 +723,7 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
         if side in BRAX_SIDES and request.variant:
             needed |= set(SLM_SIDES)
     repos = _Repos(open_repo)
+    repos.update(open_all(sorted(needed), open_repo))  # every one that cannot be opened named at once
     engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache)
     walks = []
     for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):

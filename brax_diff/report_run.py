@@ -88,7 +88,7 @@ class ReportRun:
         it replaces (a model, or the path of one a kept report has not read). ``linked_at``
         is shared by the run's scopes (the commits each line was linked at)."""
         settings = self.settings
-        rules_origin = "shipped" if settings.rules is None else settings.rules
+        rules_origin = "shipped" if settings.rules is None else settings.label(settings.rules)
 
         def report_key() -> str | None:
             if self.reports is None:

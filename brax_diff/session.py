@@ -10,24 +10,41 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .config import Settings
-from .sources import Repository, Snapshot, is_url
-from .worktree import head_differs
+from .errors import SourceError
+from .sources import Repository, Snapshot, is_url, open_all
+from .worktree import WORKTREE, head_differs
 
 TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
 
 
 def open_snapshots(settings: Settings, sides: Iterable[str],
                    step: Callable[[str], None] = lambda text: None) -> dict[str, Snapshot]:
-    """side -> Snapshot at the side's ref (``WORKTREE``: the files on disk)."""
+    """side -> Snapshot at the side's ref (``WORKTREE``: the files on disk). Every repository
+    that cannot be opened is named in one error (see :func:`open_all`)."""
     cache_root = Path(settings.cache_dir) if settings.cache_dir else None
+    sides = list(sides)
+    for side in sides:
+        check_worktree_location(side, getattr(settings, f"{side}_repo"), getattr(settings, f"{side}_ref"))
+
+    def open_one(side: str) -> Repository:
+        location = getattr(settings, f"{side}_repo")
+        step(f"{TITLES[side]}: {'cloning or fetching' if is_url(location) else 'opening'} {location}")
+        return Repository(location, side, cache_root=cache_root)
+
+    repositories = open_all(sides, open_one)
     snapshots = {}
     for side in sides:
-        location, ref = getattr(settings, f"{side}_repo"), getattr(settings, f"{side}_ref")
-        step(f"{TITLES[side]}: {'cloning or fetching' if is_url(location) else 'opening'} {location}")
-        repository = Repository(location, side, cache_root=cache_root)
-        step(f"{TITLES[side]}: resolving {ref} in {location}")
-        snapshots[side] = repository.resolve(ref)
+        ref = getattr(settings, f"{side}_ref")
+        step(f"{TITLES[side]}: resolving {ref} in {repositories[side].location}")
+        snapshots[side] = repositories[side].resolve(ref)
     return snapshots
+
+
+def check_worktree_location(side: str, location: str, ref: str) -> None:
+    """``WORKTREE`` with a URL repository: one error now, before a clone that cannot serve it."""
+    if ref == WORKTREE and is_url(location):
+        raise SourceError(f"{side}: {WORKTREE} reads a local checkout's files; --{side}-repo is a URL "
+                          f"({location}); give the checkout's path")
 
 
 def head_warnings(snapshots: dict[str, Snapshot]) -> list[str]:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
     import git
@@ -209,6 +209,45 @@ class ObjectIds:
         return sha.hex()
 
 
+def _local_clone_hint(sides: list[str]) -> str:
+    """Every side's repository is the flag --SIDE-repo and the setting SIDE-repo."""
+    if len(sides) == 1:
+        return f"to use a local clone, pass --{sides[0]}-repo PATH or set {sides[0]}-repo in brax-diff.toml"
+    def listed(words: list[str]) -> str:
+        return ", ".join(words[:-1]) + f" and {words[-1]}"
+
+    return (f"to use local clones, pass {listed([f'--{s}-repo PATH' for s in sides])} or set "
+            f"{listed([f'{s}-repo' for s in sides])} in brax-diff.toml")
+
+
+class CloneUnavailable(SourceError):
+    """A URL that cannot be cloned and has no cached clone: what a run meets offline."""
+
+    def __init__(self, side: str, problem: str) -> None:
+        self.side, self.problem = side, problem
+        super().__init__(f"{side}: {problem}; {_local_clone_hint([side])}")
+
+
+def open_all(sides: Iterable[str], open_one: Callable[[str], "Repository"]) -> dict[str, "Repository"]:
+    """side -> ``open_one(side)`` for every side. Every repository that cannot be opened (a URL
+    offline with no cached clone, a missing path) is named in one error, not only the first:
+    offline, the user learns all the clones to point at in one run."""
+    opened: dict[str, Repository] = {}
+    failed: list[SourceError] = []
+    for side in sides:
+        try:
+            opened[side] = open_one(side)
+        except SourceError as exc:
+            failed.append(exc)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        offline = [exc.side for exc in failed if isinstance(exc, CloneUnavailable)]
+        parts = [f"{exc.side}: {exc.problem}" if isinstance(exc, CloneUnavailable) else str(exc) for exc in failed]
+        raise SourceError("; ".join(parts + ([_local_clone_hint(offline)] if offline else [])))
+    return opened
+
+
 class Repository:
     """A git repository opened for blob reads. ``side`` names it in messages."""
 
@@ -220,9 +259,7 @@ class Repository:
             try:
                 path = self._ensure_clone(self.location, Path(cache_root or cache_dir()), fetch)
             except SourceError as exc:
-                # Every side's repository is the flag --SIDE-repo and the setting SIDE-repo.
-                raise SourceError(f"{side}: {exc}; to use a local clone, pass --{side}-repo PATH or set "
-                                  f"{side}-repo in brax-diff.toml") from None
+                raise CloneUnavailable(side, str(exc)) from None
         else:
             path = Path(self.location).expanduser()
             if not path.exists():

@@ -139,6 +139,7 @@ class SpecFile:
         self.sets = dict(sets or {})
         self.raw_text = text  # as written, placeholders included
         self.text = substitute(text, self.sets)
+        self._check_sets_are_used()
         self.is_json = path.endswith(".json")
         if self.is_json:
             try:  # SLM-Lab reads .json with json.loads: reject what it would reject
@@ -163,6 +164,22 @@ class SpecFile:
             if not isinstance(key_node, ScalarNode):
                 raise SpecError(f"{path}: line {key_node.start_mark.line + 1}: spec names must be plain keys")
             self._top[str(key_node.value)] = value_node
+
+    def placeholders(self) -> list[str]:
+        """The ``${name}`` names the file as written uses, sorted."""
+        return sorted(set(PLACEHOLDER.findall(self.raw_text)))
+
+    def _check_sets_are_used(self) -> None:
+        """A set with no ``${name}`` to replace is a mistake (a typo, another spec's name): SLM-Lab
+        ignores it silently, and the run would read values the user meant to change."""
+        unused = [key for key in self.sets if key not in self.placeholders()]
+        if not unused:
+            return
+        given = ", ".join(f"{key}={self.sets[key]}" for key in unused)
+        missing = " or ".join(f"${{{key}}}" for key in unused)
+        has = self.placeholders()
+        has_text = f"its placeholders: {', '.join(f'${{{name}}}' for name in has)}" if has else "it has no placeholders"
+        raise SpecError(f"--set {given}: the spec {self.path} has no {missing} placeholder; {has_text}")
 
     def variants(self) -> list[str]:
         """Spec names in file order; ``_name`` keys only hold anchors."""

@@ -31,6 +31,40 @@ def options(*path: str) -> set[str]:
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"brax-diff {__version__}\n"
+    assert main(["-V"]) == 0
+    assert capsys.readouterr().out == f"brax-diff {__version__}\n"
+
+
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
+                                     ["extract", "slm"], ["extract"], []])
+def test_dash_h_is_help_everywhere(command, capsys):
+    assert main([*command, "--help"]) == 0
+    long = capsys.readouterr().out
+    assert main([*command, "-h"]) == 0
+    assert capsys.readouterr().out == long and "  -h, --help  " in long
+
+
+@pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
+                                     ["extract", "slm"]])
+def test_help_names_what_each_value_is(command, capsys):
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "<" not in out.replace("<variant>", "")  # no <str>, <int>, <path>, <list[str]>
+
+
+def test_help_metavars(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["report", "--help"]) == 0
+    rows = {line.strip().split("  ")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("  -")}
+    assert {"--brax, --brax-ref REF", "--brax-repo PATH|URL", "--family FAMILY", "--env ENV", "--spec PATH",
+            "--set KEY=VALUE", "--rules FILE", "--fail-on SEVERITY", "--output PATH", "-q, --quiet"} <= rows
+    assert main(["history", "--help"]) == 0
+    assert "  --brax A..B " in capsys.readouterr().out
+    assert main(["verify", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "  --seeds N " in out and "  --set NAME=VALUE " in out and "  --address HOST:PORT " in out
+    assert main(["fix", "--help"]) == 0
+    assert "  --keys KEY,... " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command, sides", [
@@ -131,3 +165,38 @@ def test_offline_error_names_the_flag_and_the_setting(tmp_path, capsys, monkeypa
     assert main(["extract", "brax", "--brax-repo", f"file://{tmp_path}/gone", "--defaults"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: brax: cannot clone") and "--brax-repo PATH" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["report", "--slm", "HEAD", "--slm-repo", "SLM"],
+                                     ["extract", "brax", "--env", "BallInCup"],
+                                     ["verify", "--plan", "--slm-repo", "SLM"],
+                                     ["history", "--brax", "HEAD", "--env", "BallInCup", "--slm-repo", "SLM"]])
+def test_offline_every_missing_clone_is_named_in_one_line(command, upstreams, tmp_path, capsys, monkeypatch):
+    """Offline with no cached clones, one run names every repository to point at a local clone."""
+    monkeypatch.chdir(tmp_path)
+    brax, playground = f"file://{tmp_path}/no-brax", f"file://{tmp_path}/no-playground"
+    command = [str(upstreams["slm"]) if word == "SLM" else word for word in command]
+    assert main([*command, "--brax-repo", brax, "--playground-repo", playground]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: brax: cannot clone {brax} and no cached clone exists")
+    assert f"; playground: cannot clone {playground} and no cached clone exists" in err
+    assert err.endswith("; to use local clones, pass --brax-repo PATH and --playground-repo PATH or set "
+                        "brax-repo and playground-repo in brax-diff.toml\n")
+    assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("command", [["report", "--env", "BallInCup", "--slm", "HEAD"],
+                                     ["extract", "slm", "--slm", "HEAD"],
+                                     ["fix", "--env", "BallInCup", "--slm", "HEAD", "--diff"],
+                                     ["verify", "--plan", "--slm", "HEAD"]])
+def test_a_set_with_no_placeholder_in_the_spec_is_an_error(command, upstreams, tmp_path, capsys, monkeypatch):
+    """--set foo=1 where the spec has no ${foo}: one error line naming the spec's placeholders."""
+    monkeypatch.chdir(tmp_path)
+    repos = {"extract": ["--slm-repo", str(upstreams["slm"])]}.get(command[0], [
+        "--brax-repo", str(upstreams["brax"]), "--playground-repo", str(upstreams["playground"]),
+        "--slm-repo", str(upstreams["slm"])])
+    assert main([*command, *repos, "--set", "foo=1"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: --set foo=1: the spec slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml has no ${foo} "
+                   "placeholder; its placeholders: ${env}, ${max_frame}\n")
+    assert not (tmp_path / "reports").exists()

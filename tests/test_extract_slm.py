@@ -83,6 +83,17 @@ def test_unsubstituted_placeholder_names_the_variable():
         SpecFile(setting, fx.SPEC_PATH, {}).resolve("ppo_fx")
 
 
+def test_a_set_the_spec_has_no_placeholder_for_is_an_error_naming_the_placeholders_it_has():
+    with pytest.raises(SpecError) as caught:
+        SpecFile(fx.SPEC, fx.SPEC_PATH, {"max_frame": "1", "maxframe": "2", "envv": "x"})
+    assert str(caught.value) == (f"--set maxframe=2, envv=x: the spec {fx.SPEC_PATH} has no ${{maxframe}} or "
+                                 "${envv} placeholder; its placeholders: ${env}, ${max_frame}")
+    with pytest.raises(SpecError, match=r"has no \$\{env\} placeholder; it has no placeholders$"):
+        SpecFile("v: {a: 1}\n", "plain.yaml", {"env": "x"})
+    assert SpecFile(fx.SPEC, fx.SPEC_PATH, {"env": "playground/A", "max_frame": "1"}).placeholders() == [
+        "env", "max_frame"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("a: [1, 2\nb: 3\n", "invalid YAML at line"),
     ("- just\n- a list\n", "expected a mapping of spec names"),
@@ -245,7 +256,7 @@ def test_spec_missing_at_ref(slm_repo):
 
 
 def test_json_spec_resolves_with_lines(slm_repo):
-    facts = extractor(slm_repo, spec=fx.JSON_SPEC_PATH).variant("ppo_json").facts
+    facts = extractor(slm_repo, spec=fx.JSON_SPEC_PATH, sets={}).variant("ppo_json").facts  # no placeholders
     assert facts["discount"].value == 0.9
     assert lines(facts["discount"]) == [("ppo_demo.json", fx.line_of(fx.JSON_SPEC, '"gamma": 0.9'))]
     assert facts["shared_network"].value is True

@@ -538,3 +538,22 @@ def test_cli_slm_mapping_is_read_at_the_range_end(tmp_path, monkeypatch, capsys)
     assert code == 0, err
     changes = json.loads(out)["walks"][0]["commits"][0]["scopes"][0]["changes"]
     assert [(c["key"], c["old"]["value"], c["new"]["value"]) for c in changes] == [("clip_epsilon", 0.2, 0.25)]
+
+
+def test_a_reversed_range_is_an_error_that_suggests_the_swapped_one(repos, tmp_path, monkeypatch, capsys):
+    shas = repos["brax"][1]
+    engine = engine_for(repos)
+    with pytest.raises(BraxDiffError) as caught:
+        engine.walk([toy_recipe()], "brax", f"main..{shas[1]}", {"playground": "main"})
+    assert str(caught.value) == (f"--brax main..{shas[1]}: the range is empty because {shas[1]} is an ancestor of "
+                                 f"main; did you mean {shas[1]}..main?")
+    same = engine.walk([toy_recipe()], "brax", "main..main", {"playground": "main"})  # empty, not reversed
+    assert (same.commits, same.entries) == (0, [])
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, ["history", "--brax", f"main..{shas[2]}", "--env", "Cartpole",
+                                      "--brax-repo", str(tmp_path / "brax"), "--playground-repo",
+                                      str(tmp_path / "playground"), "--cache-dir", str(tmp_path / "c")])
+    assert (code, out) == (2, "")
+    assert err == (f"error: --brax main..{shas[2]}: the range is empty because {shas[2]} is an ancestor of main; "
+                   f"did you mean {shas[2]}..main?\n")

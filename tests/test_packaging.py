@@ -53,3 +53,29 @@ def test_the_installed_package_imports_its_own_extractors(wheel, tmp_path):
     site = Path(brax_file).parent.parent
     assert Path(brax_file) == site / "extractors" / "brax.py" and Path(slm_file).parent == site / "extractors"
     assert str(site).startswith(str(env_dir)) and Path(folder) == site / "extractors"
+
+
+def test_a_checkout_imports_its_own_extractors_beside_another_checkouts_editable_install(tmp_path):
+    """An editable install of another checkout maps ``brax_diff.extractors`` to that checkout's
+    folder (a finder after the path finder); this checkout's code must still read its own."""
+    other = tmp_path / "other" / "extractors"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    script = f"""
+import importlib.util, sys
+
+class OtherCheckout:  # what setuptools' editable finder does for another checkout
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "brax_diff.extractors":
+            return importlib.util.spec_from_file_location(name, {str(other / "__init__.py")!r},
+                                                          submodule_search_locations=[{str(other)!r}])
+
+sys.meta_path.append(OtherCheckout())
+import brax_diff.extractors
+print(brax_diff.extractors.__file__)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(ROOT / "extractors" / "__init__.py")

@@ -128,3 +128,29 @@ def test_worktree_needs_a_checkout(upstreams, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert err.startswith(f"error: slm: WORKTREE reads a checkout's files, and {bare} has no work tree")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command, side", [
+    (["report", "--env", "BallInCup"], "slm"),
+    (["extract", "slm"], "slm"),
+    (["fix", "--env", "BallInCup", "--diff"], "slm"),
+    (["verify", "--plan"], "slm"),
+    (["extract", "brax", "--env", "BallInCup"], "brax"),
+    (["report", "--env", "BallInCup"], "playground"),
+])
+def test_worktree_with_a_url_repository_is_refused_before_any_clone(command, side, upstreams, tmp_path, capsys,
+                                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BRAX_DIFF_CACHE_DIR", str(cache))
+    url = f"file://{upstreams[side]}"  # clonable: refusing it is not a clone that failed
+    flags = {s: str(upstreams[s]) for s in ("brax", "playground", "slm")}
+    flags[side] = url
+    names = {"extract slm": ("slm",), "extract brax": ("brax", "playground")}.get(" ".join(command[:2]),
+                                                                                ("brax", "playground", "slm"))
+    args = [*command, f"--{side}", "WORKTREE"] + [w for s in names for w in (f"--{s}-repo", flags[s])]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {side}: WORKTREE reads a local checkout's files; --{side}-repo is a URL ({url}); "
+                   "give the checkout's path\n")
+    assert not (cache / "repos").exists()  # refused at once: nothing cloned

@@ -28,7 +28,7 @@ def build_parser() -> CommandParser:
     """The whole command line: ``brax-diff`` and every command under it, as argparse parsers
     (``parser.commands["extract"].commands["brax"]`` is `brax-diff extract brax`)."""
     parser = CommandParser("brax-diff", description=HELP)
-    parser.eager("--version", "Print brax-diff's version and exit.", _print_version)
+    parser.eager("--version", "Print brax-diff's version and exit.", _print_version, "-V")
     for module in (report, fix, verify, history, extract):  # the order `brax-diff --help` lists them
         module.register(parser)
     return parser

@@ -12,9 +12,9 @@ FORMATS = ("md", "json")
 def register(app) -> None:
     """Add `history` to the app."""
     command = app.command("history", history)
-    command.option("brax", "--brax", help="Walk Brax: A..B, or B for all history up to B.")
-    command.option("playground", "--playground", help="Walk MuJoCo Playground: A..B or B.")
-    command.option("slm", "--slm", help="Walk SLM-Lab: A..B or B.")
+    command.option("brax", "--brax", help="Walk Brax: A..B, or B for all history up to B.", metavar="A..B")
+    command.option("playground", "--playground", help="Walk MuJoCo Playground: A..B or B.", metavar="A..B")
+    command.option("slm", "--slm", help="Walk SLM-Lab: A..B or B.", metavar="A..B")
     command.option("family", "--family", help="Brax family (dm_control, locomotion, manipulation).")
     command.option("env", "--env", help="One registered environment, e.g. CartpoleBalance.")
     command.option("variant", "--variant", help="One SLM-Lab spec variant.")

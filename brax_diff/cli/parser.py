@@ -70,7 +70,26 @@ def path(text: str):
     return Path(text)
 
 
-_METAVARS = {str: "<str>", integer: "<int>", path: "<path>"}
+# What an option's value is, shown in --help after the flag (`--brax-repo PATH|URL`); a flag
+# means the same in every command, so its name decides. Others show their name in capitals.
+_METAVARS = {"set": "KEY=VALUE", "keys": "KEY,...", "explain": "KEY", "spec": "PATH", "rules": "FILE",
+             "mapping": "FILE", "previous": "FILE", "summary": "FILE", "verification": "FILE",
+             "throughput": "FILE", "brax-json": "FILE", "slm-json": "FILE", "cache-dir": "DIR", "cache": "DIR",
+             "fail-on": "SEVERITY", "output": "PATH", "address": "HOST:PORT", "name": "VARIANT", "all-fixes": "spec|settings"}
+
+
+def _metavar(names: tuple[str, ...], type: Callable) -> str:
+    """The metavar of an option named ``names`` whose value ``type`` converts."""
+    word = next((n for n in names if n[:2] == "--"), names[0]).lstrip("-")
+    if type is integer:
+        return "N"
+    if word == "repo" or word.endswith("-repo"):
+        return "PATH|URL"
+    if word in ("brax", "playground", "slm", "ref") or word.endswith("-ref"):
+        return "REF"
+    if word in _METAVARS:
+        return _METAVARS[word]
+    return "PATH" if type is path else word.upper().replace("-", "_")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -89,19 +108,21 @@ class CommandParser(argparse.ArgumentParser):
         self._eager: dict[str, Callable[[], None]] = {}
         self._keyword_defaults: dict[str, object] = {}
         self.set_defaults(_parser=self)
-        self.eager("--help", HELP, self.print_help_and_exit)
+        self.eager("--help", HELP, self.print_help_and_exit, "-h")
 
     # -- declaring options ------------------------------------------------------------------
 
-    def option(self, dest: str, *names: str, help: str, type: Callable = str, repeat: bool = False) -> argparse.Action:
+    def option(self, dest: str, *names: str, help: str, type: Callable = str, repeat: bool = False,
+               metavar: str | None = None) -> argparse.Action:
         """An option taking one value (``repeat``: one per use, collected in a list), passed
         to the command function as its keyword argument ``dest``, whose default is the
         option's. ``type`` (``str``, :func:`integer` or :func:`path`) converts the value after
-        parsing, the default too, as click did."""
+        parsing, the default too, as click did. ``metavar`` names the value in --help
+        (default: from the flag's name, :func:`_metavar`)."""
         default = self._keyword_defaults.get(dest)
         action = self.add_argument(*names, dest=dest, help=help, default=default,
                                    action="append" if repeat else "store",
-                                   metavar="<list[str]>" if repeat else _METAVARS[type])
+                                   metavar=metavar or _metavar(names, type))
         action.convert = None if type is str else type
         return action
 
@@ -111,9 +132,10 @@ class CommandParser(argparse.ArgumentParser):
             raise TypeError(f"{self.prog} {names[0]}: a flag's keyword argument {dest} must default to False")
         return self.add_argument(*names, dest=dest, help=help, action="store_true")
 
-    def eager(self, name: str, help: str, run: Callable[[], None]) -> None:
-        """A flag like ``--version``: runs (and exits) before anything else is looked at."""
-        self.add_argument(name, dest=f"_eager_{name}", help=help, action="store_true")
+    def eager(self, name: str, help: str, run: Callable[[], None], *short: str) -> None:
+        """A flag like ``--version`` (``short``: its one-letter spellings, ``-V``): runs (and
+        exits) before anything else is looked at."""
+        self.add_argument(name, *short, dest=f"_eager_{name}", help=help, action="store_true")
         self._eager[name] = run
 
     def command(self, name: str, run: Callable, help: str | None = None) -> CommandParser:
@@ -300,7 +322,7 @@ class CommandParser(argparse.ArgumentParser):
             out.indent += 2
             out.write_text(self.description)
             out.indent -= 2
-        rows = [_option_row(a) for a in self._actions if a.option_strings and a.option_strings != ["--help"]]
+        rows = [_option_row(a) for a in self._actions if a.option_strings and "--help" not in a.option_strings]
         rows.append(_option_row(self._option_string_actions["--help"]))
         out.section("Options", rows)
         if self.commands:

@@ -33,7 +33,7 @@ def register(app) -> None:
     command.flag("deterministic", "--deterministic", help="Evaluate the policy's mode, not samples "
                  "(Brax's default is stochastic).")
     command.option("keys", "--keys", help="Only these differing keys are moved: K,K,...")
-    command.option("overrides", "--set", repeat=True, help="NAME=VALUE (repeatable): a trainer setting "
+    command.option("overrides", "--set", repeat=True, metavar="NAME=VALUE", help="NAME=VALUE (repeatable): a trainer setting "
                    "for every run, or an SLM-Lab spec variable such as max_frame.")
     command.flag("no_reference", "--no-reference", help="Skip the runs of Brax's own trainer.")
     command.flag("retry_failed", "--retry-failed", help="Rerun runs recorded as failed.")
@@ -49,7 +49,7 @@ def register(app) -> None:
     command.option("throughput", "--throughput", type=path_type, help="Measured throughput (TOML from "
                    "benchmarks/bench_trainers.py) for the time estimate.")
     command.option("cache", "--cache", type=path_type, help="Run cache (default .brax-diff-cache/verify).")
-    command.option("output", "--output", type=path_type, help="verify.json and plots/ go here.")
+    command.option("output", "--output", type=path_type, metavar="DIR", help="verify.json and plots/ go here.")
     command.option("fmt", "--format", help="text or json.")
     command.option("brax_json", "--brax-json", type=path_type, help="A saved brax Extraction instead of the repo.")
     command.option("slm_json", "--slm-json", type=path_type, help="A saved slm Extraction instead of the repo.")

@@ -48,19 +48,11 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
     except ImportError as exc:
         raise BraxDiffError(f"the extractors are not available in this install ({exc}); "
                             "pass --brax-json and --slm-json instead") from None
-    from ..sources import Repository
+    from ..session import open_snapshots
 
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax_snapshot = Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref)
-    playground_snapshot = Repository(settings.playground_repo, "playground",
-                                     cache_root=cache_root).resolve(settings.playground_ref)
-    slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
-    brax_extractor = BraxExtractor(brax_snapshot, playground_snapshot)
-    slm_extractor = SlmExtractor(slm_snapshot, spec=settings.spec, sets=sets)
-    unused = sorted(name for name in (sets or {}) if "${" + name + "}" not in slm_extractor.spec_file.raw_text)
-    if unused:
-        raise BraxDiffError(f"--set {', '.join(unused)}: not a trainer setting, and the SLM-Lab spec "
-                            f"{slm_extractor.spec_file.path} has no ${{{unused[0]}}} placeholder")
+    snapshots = open_snapshots(settings, ("brax", "playground", "slm"))
+    brax_extractor = BraxExtractor(snapshots["brax"], snapshots["playground"])
+    slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets)
     brax: dict[str, Extraction] = {}
     slm: dict[str, Extraction] = {}
     for env in envs:
@@ -82,13 +74,11 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
 
     from ..fix import written_variant
     from ..rules import load_rules
-    from ..sources import Repository
+    from ..session import open_snapshots
 
-    cache_root = Path(settings.cache_dir) if settings.cache_dir else None
-    brax_extractor = BraxExtractor(
-        Repository(settings.brax_repo, "brax", cache_root=cache_root).resolve(settings.brax_ref),
-        Repository(settings.playground_repo, "playground", cache_root=cache_root).resolve(settings.playground_ref))
-    slm_snapshot = Repository(settings.slm_repo, "slm", cache_root=cache_root).resolve(settings.slm_ref)
+    snapshots = open_snapshots(settings, ("brax", "playground", "slm"))
+    brax_extractor = BraxExtractor(snapshots["brax"], snapshots["playground"])
+    slm_snapshot = snapshots["slm"]
     table = load_rules(settings.rules)
     return {env: written_variant(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets,
                                  mapping=None, env=env, variant=variant, keys=keys, table=table) for env in envs}
