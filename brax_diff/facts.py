@@ -38,8 +38,9 @@ SEVERITIES = ("ERROR", "WARNING", "INFO")
 class Provenance:
     """One line a value comes from: ``repo`` is the repository's web URL.
 
-    ``uncommitted``: the line was read from a work-tree file that differs from ``commit``
-    (``--slm WORKTREE``), so no link at ``commit`` shows it."""
+    ``uncommitted``: a line of a work-tree file (``--slm WORKTREE``) that ``commit``'s blob
+    does not have (changed or added), so no link at ``commit`` shows it; ``line`` is then its
+    line on disk. A line the edit left alone has ``commit``'s line number instead."""
 
     repo: str
     commit: str

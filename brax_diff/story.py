@@ -3,8 +3,9 @@ for, e.g. ``--output -``).
 
 On a terminal: a live line while repositories are opened and extractions run (which side,
 which ref, which family or env), then each scope's summary table (severity, count, keys) and
-every ERROR finding, then the files written. Not on a terminal: only the files written, as
-before. ``quiet``: nothing but warnings and errors.
+every ERROR finding, then the files written. Not on a terminal: no live line; the same summary
+and ERROR findings as plain lines (no table, no colour, nothing cut), then the files written.
+``quiet``: nothing but warnings and errors.
 """
 
 from __future__ import annotations
@@ -103,8 +104,13 @@ class Story:
         self.say(f"wrote {path}")
 
     def summary(self, model: dict) -> None:
-        """One scope's severity table and its ERROR findings (on a terminal only)."""
-        if not self.live:
+        """One scope's severity summary and its ERROR findings: a table on a terminal, plain
+        lines elsewhere; not with quiet."""
+        if self.quiet:
+            return
+        if self._plain:
+            for line in [*summary_lines(model), *(f"ERROR {f}" for f in error_findings(model))]:
+                self.console.print(line)
             return
         self.console.print(summary_table(model))
         for finding in error_findings(model):
@@ -119,6 +125,11 @@ def scope_title(model: dict) -> str:
     return f"{what}: SLM-Lab variant {scope['variant']}; {refs}"
 
 
+def keys_by_severity(model: dict) -> list[tuple[str, list[str]]]:
+    return [(severity, [d["key"] for d in model["differences"] if d["severity"] == severity])
+            for severity in SEVERITIES]
+
+
 def summary_table(model: dict) -> "Table":
     from rich.table import Table
 
@@ -126,12 +137,21 @@ def summary_table(model: dict) -> "Table":
     table.add_column("Severity")
     table.add_column("Differences", justify="right")
     table.add_column("Keys")
-    for severity in SEVERITIES:
-        keys = [d["key"] for d in model["differences"] if d["severity"] == severity]
+    for severity, keys in keys_by_severity(model):
         style = SEVERITY_STYLES.get(severity, "")
         table.add_row(f"[{style}]{severity}[/]" if style else severity, str(len(keys)), ", ".join(keys))
     table.add_row("match", str(model["summary"]["match"]), "")
     return table
+
+
+def summary_lines(model: dict) -> list[str]:
+    """The summary table as plain lines, for a pipe: the title, then ``  SEVERITY COUNT: keys``
+    per severity and ``  match COUNT``."""
+    lines = [scope_title(model)]
+    for severity, keys in keys_by_severity(model):
+        lines.append(f"  {severity} {len(keys)}" + (f": {', '.join(keys)}" if keys else ""))
+    lines.append(f"  match {model['summary']['match']}")
+    return lines
 
 
 def error_findings(model: dict) -> list[str]:

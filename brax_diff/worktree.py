@@ -4,10 +4,12 @@
 reads every file from the work tree, so an edit shows in the next report before it is
 committed. Everything stays static: the files are read and parsed, never imported.
 
-A line from a file that differs from HEAD is marked ``uncommitted`` (no link at HEAD shows
-it), and the source lists the files read that differ. Blob ids of work-tree files are the
-ids git would give them (``git hash-object``), so the fact cache treats an unchanged file
-exactly as its committed blob.
+In a file that differs from HEAD, each line is matched to HEAD's blob (a line diff): a line
+the edit left alone keeps its link, at the committed blob's line number; a changed or added
+line is marked ``uncommitted`` (no link at HEAD shows it). The source lists the files read
+that differ. An unchanged file has the id git gives it (``git hash-object``), so the fact
+cache treats it exactly as its committed blob; a changed file's id pairs its bytes with the
+committed blob's (``DISK:COMMITTED``), since its lines' links depend on both.
 
 :func:`head_differs` is the other direction: the user asked for ``HEAD`` in a checkout
 whose files read differ on disk, and is told so in one line.
@@ -15,8 +17,9 @@ whose files read differ on disk, and is told so in one line.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -58,6 +61,9 @@ def _disk_names(root: Path, path: str) -> list[str] | None:
 class WorkTreeSnapshot(Snapshot):
     """HEAD's commit, with every file read from the work tree on disk."""
 
+    # (path, blob id on disk) -> {work-tree line: committed line}, for the lines an edit left alone
+    _line_maps: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
     @classmethod
     def of(cls, repository: Repository) -> "WorkTreeSnapshot":
         root = work_tree_root(repository)
@@ -77,10 +83,14 @@ class WorkTreeSnapshot(Snapshot):
         """The object id of ``path`` at HEAD's commit."""
         return Snapshot.object_id(self, path)
 
+    def _file_id(self, path: str, data: bytes) -> str:
+        disk, committed = git_blob_id(data), self.committed_id(path)
+        return disk if disk == committed else f"{disk}:{committed or 'none'}"
+
     def object_id(self, path: str) -> str | None:
         if not path.endswith("/"):
             data = _disk_bytes(self.root, path)
-            return None if data is None else git_blob_id(data)
+            return None if data is None else self._file_id(path, data)
         names = _disk_names(self.root, path)
         if names is None:
             return None
@@ -102,7 +112,7 @@ class WorkTreeSnapshot(Snapshot):
         if data is None:
             self.reads[path] = None
             raise SourceError(f"{self.side}: {path} not found in the work tree {self.root}")
-        self.reads[path] = git_blob_id(data)
+        self.reads[path] = self._file_id(path, data)
         return data.decode("utf-8", errors="replace")
 
     def listdir(self, path: str) -> list[str]:
@@ -111,7 +121,27 @@ class WorkTreeSnapshot(Snapshot):
         return _disk_names(self.root, path) or []
 
     def where(self, path: str, line: int) -> Provenance:
-        return Provenance(self.repository.web_url, self.sha, path, line, self.is_uncommitted(path))
+        """Line ``line`` of the file on disk: at its committed line number when the edit left
+        it alone, else marked uncommitted (at its line on disk)."""
+        if not self.is_uncommitted(path):
+            return Provenance(self.repository.web_url, self.sha, path, line)
+        committed = self._line_map(path).get(line)
+        if committed is None:
+            return Provenance(self.repository.web_url, self.sha, path, line, True)
+        return Provenance(self.repository.web_url, self.sha, path, committed)
+
+    def _line_map(self, path: str) -> dict[int, int]:
+        data = _disk_bytes(self.root, path) or b""
+        key = (path, git_blob_id(data))  # the bytes on disk now (`fix --in-place` rewrites the spec)
+        if key not in self._line_maps:
+            committed = []
+            if self.committed_id(path) is not None:  # a plain snapshot at HEAD: its reads are not ours
+                committed = Snapshot(self.repository, self.at, self.ref).read(path).splitlines()
+            disk = data.decode("utf-8", errors="replace").splitlines()
+            matcher = difflib.SequenceMatcher(None, committed, disk, autojunk=False)
+            self._line_maps[key] = {b + k + 1: a + k + 1 for a, b, size in matcher.get_matching_blocks()
+                                    for k in range(size)}
+        return self._line_maps[key]
 
     def uncommitted_reads(self) -> tuple[str, ...]:
         """The files read so far that differ from HEAD's commit, sorted."""
@@ -122,17 +152,17 @@ class WorkTreeSnapshot(Snapshot):
 
 
 def relink(data: dict, snapshots: Iterable[Snapshot]) -> dict:
-    """An extraction's JSON with each line's ``uncommitted`` mark as the work trees stand now
-    (a cached extraction is reused whenever the bytes read match, committed or not)."""
+    """An extraction's JSON with no ``uncommitted`` mark on a line of a file that is committed
+    as read (a cached extraction is reused whenever the ids read match, and a file's id is its
+    blob's once the edit is committed). The lines of a file that still differs keep their
+    marks: its id pairs the bytes on disk with the committed blob, which fix every line's link."""
     by_repo = {snap.repository.web_url: snap for snap in snapshots}
 
     def mark(p: dict) -> dict:
         snap = by_repo.get(p["repo"])
-        flag = isinstance(snap, WorkTreeSnapshot) and p["commit"] == snap.sha and snap.is_uncommitted(p["path"])
-        out = {k: v for k, v in p.items() if k != "uncommitted"}
-        if flag:
-            out["uncommitted"] = True
-        return out
+        if isinstance(snap, WorkTreeSnapshot) and p["commit"] == snap.sha and snap.is_uncommitted(p["path"]):
+            return p
+        return {k: v for k, v in p.items() if k != "uncommitted"}
 
     facts = {key: {**fact, "provenance": [mark(p) for p in fact.get("provenance", [])]}
              for key, fact in data.get("facts", {}).items()}

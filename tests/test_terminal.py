@@ -1,5 +1,6 @@
-"""What `brax-diff report` prints: on a terminal (a pty here) the summary and every ERROR
-finding, then the files written; in a pipe, only the files written; with --quiet, nothing."""
+"""What `brax-diff report` prints: on a terminal (a pty here) the summary table and every ERROR
+finding, then the files written; in a pipe, the same as plain lines, nothing cut; with --quiet,
+nothing. Tables on stdout (`extract`, `rules`) are printed at full width in a pipe."""
 
 from __future__ import annotations
 
@@ -73,11 +74,52 @@ def test_a_terminal_run_prints_the_summary_and_the_error_findings_then_the_files
     assert "extracting" in screen  # the progress line was drawn (and erased)
 
 
-def test_in_a_pipe_only_the_files_written_and_stdout_is_untouched(upstreams, tmp_path):
+def test_in_a_pipe_the_summary_and_the_error_findings_are_plain_lines_and_stdout_is_untouched(upstreams, tmp_path):
     done = subprocess.run(command(upstreams), cwd=tmp_path, env=environment(tmp_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert done.stderr == "wrote reports/dm_control.json\nwrote reports/dm_control.md\n"
+    model = json.loads((tmp_path / "reports" / "dm_control.json").read_text())
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("dm_control: SLM-Lab variant ppo_fx; Brax main ")
+    assert lines[1] == "  CRITICAL 3: unrolls_per_update, transitions_per_update, discount"
+    minor = [d["key"] for d in model["differences"] if d["severity"] == "MINOR"]
+    assert lines[3] == "  MINOR " + str(len(minor)) + (": " + ", ".join(minor) if minor else "")
+    assert lines[4] == f"  match {model['summary']['match']}"
+    # The ERROR finding in full, however long: nothing cut at 80 columns, no escapes.
+    error = next(line for line in lines if line.startswith("ERROR "))
+    assert error.startswith("ERROR SLM-Lab spec_code_mismatch: agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                            "get_lr_scheduler has no branch for it")
+    assert error.endswith(")") and len(error) > 80 and "…" not in done.stderr and "\x1b" not in done.stderr
+    assert lines[-2:] == ["wrote reports/dm_control.json", "wrote reports/dm_control.md"]
+
+
+def test_quiet_in_a_pipe_prints_nothing(upstreams, tmp_path):
+    done = subprocess.run(command(upstreams, "--quiet"), cwd=tmp_path, env=environment(tmp_path),
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+
+
+def test_tables_in_a_pipe_show_every_path_in_full(upstreams, tmp_path):
+    """`extract` and `rules` tables on a pipe: at full width, every cell whole (rich would fit
+    them to 80 columns and cut the paths with "…")."""
+    extract = [sys.executable, "-m", "brax_diff", "extract", "slm", "--slm-repo", str(upstreams["slm"]),
+               "--slm", "HEAD", "--variant", "ppo_fx"]
+    env = environment(tmp_path)
+    del env["COLUMNS"]
+    table = subprocess.run(extract, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert table.returncode == 0, table.stderr
+    facts = json.loads(subprocess.run([*extract, "--format", "json"], cwd=tmp_path, env=env,
+                                      capture_output=True, text=True, check=True).stdout)["facts"]
+    rows = {line.split("│")[1].strip(): line for line in table.stdout.splitlines() if line.startswith("│ ")}
+    for key, fact in facts.items():
+        where = ", ".join(f"{p['path']}:{p['line']}" for p in fact["provenance"][:3])
+        assert where in rows[key], (key, rows[key])
+    assert "…" not in table.stdout and max(len(line) for line in table.stdout.splitlines()) > 80
+
+    rules = subprocess.run([sys.executable, "-m", "brax_diff", "rules"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert rules.returncode == 0, rules.stderr
+    assert "…" not in rules.stdout and max(len(line) for line in rules.stdout.splitlines()) > 80
 
 
 def test_quiet_prints_nothing_on_a_terminal(upstreams, tmp_path):

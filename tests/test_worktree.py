@@ -63,8 +63,46 @@ def test_a_work_tree_edit_changes_the_report(upstreams, capsys, tmp_path, monkey
     row = next(line for line in md.splitlines() if line.startswith("| `value_loss_coef` |"))
     assert row.split(" | ")[2].startswith("`0.25` · [L")  # SLM-Lab's value, linked at the committed lines
     assert f"· L{line_of(SPEC, 'val_loss_coef')} (uncommitted) | match |" in row  # the edited spec line: unlinked
-    assert f"[kengz/SLM-Lab/{SPEC_PATH}#" not in md  # no link to a line HEAD does not have
+    edited = line_of(SPEC, "val_loss_coef")
+    assert f"[kengz/SLM-Lab/{SPEC_PATH}#L{edited}]" not in md  # no link to a line HEAD does not have
+    assert f"[kengz/SLM-Lab/{SPEC_PATH}#L{line_of(SPEC, 'clip_grad_val')}]" in md  # the spec's other lines: linked
     assert "\n[kengz/SLM-Lab/slm_lab/agent/algorithm/actor_critic.py#L" in md  # committed files stay linked
+
+
+def spec_lines(fact: dict) -> list[dict]:
+    return [p for p in fact["provenance"] if p["path"] == SPEC_PATH]
+
+
+def test_an_edit_unlinks_only_the_lines_it_changed(upstreams, capsys, tmp_path, monkeypatch):
+    """A line the edit left alone keeps its link, at HEAD's line number (a line inserted above
+    moves it on disk); only the changed line is uncommitted, at its line on disk."""
+    monkeypatch.chdir(tmp_path)
+    head_sha = _git(upstreams["slm"], "rev-parse", "HEAD")
+    edit_spec(upstreams)
+    edit_spec(upstreams, "_algorithm: &algorithm\n", "# tuned below\n_algorithm: &algorithm\n")
+    clip, edited = line_of(SPEC, "clip_grad_val"), line_of(SPEC, "val_loss_coef")
+    assert (upstreams["slm"] / SPEC_PATH).read_text().splitlines()[clip].strip() == "clip_grad_val: 0.7"  # moved down
+
+    for _ in range(2):  # cold, then answered from the caches: the same links
+        data, _ = report_json(upstreams, capsys, "--slm", "WORKTREE")
+        facts = data["slm"]["facts"]
+        assert spec_lines(facts["max_grad_norm"]) == [
+            {"repo": "https://github.com/kengz/SLM-Lab", "commit": head_sha, "path": SPEC_PATH, "line": clip}]
+        assert facts["value_loss_coef"]["value"] == 0.25
+        assert spec_lines(facts["value_loss_coef"]) == [
+            {"repo": "https://github.com/kengz/SLM-Lab", "commit": head_sha, "path": SPEC_PATH, "line": edited + 1,
+             "uncommitted": True}]
+        marked = [p for fact in facts.values() for p in fact["provenance"] if p.get("uncommitted")]
+        assert {(p["path"], p["line"]) for p in marked} == {(SPEC_PATH, edited + 1)}  # the edited line alone
+        assert data["sources"][2]["uncommitted"] == [SPEC_PATH]
+
+    # Committed: every line at the new commit's numbers (the file as on disk), none marked.
+    new_sha = add_commit(upstreams["slm"], {}, message="val_loss_coef 0.25")
+    data, _ = report_json(upstreams, capsys, "--slm", "WORKTREE")
+    facts = data["slm"]["facts"]
+    assert [p["line"] for p in spec_lines(facts["max_grad_norm"])] == [clip + 1]
+    assert [p["line"] for p in spec_lines(facts["value_loss_coef"])] == [edited + 1]
+    assert '"uncommitted"' not in json.dumps(data) and data["sources"][2]["commit"] == new_sha
 
 
 def test_head_with_a_differing_work_tree_says_so_in_one_line(upstreams, capsys, tmp_path, monkeypatch):
@@ -87,7 +125,7 @@ def test_committing_the_edit_clears_the_marks_even_from_the_cache(upstreams, cap
     edit_spec(upstreams)
     report_json(upstreams, capsys, "--slm", "WORKTREE")
     new_sha = add_commit(upstreams["slm"], {}, message="val_loss_coef 0.25")
-    data, _ = report_json(upstreams, capsys, "--slm", "WORKTREE")  # same bytes: a cache hit
+    data, _ = report_json(upstreams, capsys, "--slm", "WORKTREE")  # the same bytes, now committed
     assert data["slm"]["facts"]["value_loss_coef"]["value"] == 0.25
     assert data["sources"][2]["commit"] == new_sha and "uncommitted" not in data["sources"][2]
     assert '"uncommitted"' not in json.dumps(data)

@@ -16,10 +16,18 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+# Width of a table printed to a pipe: rich would fit it to 80 columns and cut cells with
+# "…"; a script reading it must see every path in full.
+PIPE_WIDTH = 100_000
+
+
 def stdout_console() -> "Console":
     from rich.console import Console  # imported when a table is printed, not at start-up
 
-    return Console(soft_wrap=True, highlight=False)
+    console = Console(soft_wrap=True, highlight=False)
+    if not console.is_terminal:
+        console.width = PIPE_WIDTH
+    return console
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
