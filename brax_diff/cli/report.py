@@ -206,11 +206,11 @@ class ScopeResult:
 
     def moves(self) -> list[Move]:
         from ..render import render_markdown
-        from ..review import locate, moves
+        from ..review import annotated_text, locate, moves
 
-        markdown = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
-                        (None, render_markdown(self.model)))
-        return locate(moves(self.previous, self.model, self.name), *markdown)
+        path, text = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
+                          (None, render_markdown(self.model)))
+        return locate(moves(self.previous, self.model, self.name), path, annotated_text(path, text))
 
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
