@@ -199,7 +199,10 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
     ``columns``: keys whose values (either side) or classification vary across the
     environments, one cell per environment; ``uniform``: keys that differ from SLM-Lab
     the same way in every environment (one line each, not one column of identical
-    cells); ``rows``: environments, sorted, with the SLM-Lab variant each is compared to.
+    cells); ``matching``: keys that match, with the same values, in every environment (the
+    Markdown does not show them; ``report --check`` names their values when one of them
+    stops matching or a difference resolves into one); ``rows``: environments, sorted,
+    with the SLM-Lab variant each is compared to.
     """
     built = []
     for row in rows:
@@ -213,7 +216,7 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
         return {"brax": c.difference.brax_value, "slm": c.difference.slm_value,
                 "status": c.status, "severity": c.severity}
 
-    columns, uniform = [], []
+    columns, uniform, matching = [], [], []
     for key in key_order():
         cells = [cell(cs.get(key)) for _, cs in built]
         if all(c is None for c in cells):
@@ -224,13 +227,14 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
                    and values_equal(c["slm"], first["slm"]) for c in cells)
         if not same:
             columns.append(key)
-        elif first["status"] != "match":
-            uniform.append({"key": key, **first})
+        else:
+            (uniform if first["status"] != "match" else matching).append({"key": key, **first})
     out_rows = [{"env": row.env, "variant": row.variant,
                  "cells": {k: cell(cs[k]) for k in columns if k in cs}} for row, cs in built]
     incomparable = [{"env": row.env, "variant": row.variant, "why": why}
                     for row, cs in built if (why := _incomparable(cs))]
-    return {"columns": columns, "uniform": uniform, "rows": out_rows, "incomparable": incomparable}
+    return {"columns": columns, "uniform": uniform, "matching": matching, "rows": out_rows,
+            "incomparable": incomparable}
 
 
 # What makes two returns different numbers: how many steps an episode sums, and how many

@@ -38,6 +38,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .compare import Difference, is_number, values_equal
 from .errors import ConfigError
+from .facts import format_value
 from .io import read_text
 from .limits import LimitExceeded, load_json, load_yaml, load_yaml_node, yaml_error_line
 from .sandbox import TemplateLimit, check_template, render_bounded, sandbox
@@ -78,13 +79,25 @@ class Context:
 
 @dataclass(frozen=True)
 class Predicate:
-    """A compiled predicate: ``test`` decides, ``text`` says it in words for the docs."""
+    """A compiled predicate: ``test`` decides, ``text`` says it in words for the docs.
+
+    A report says why a case held in a sentence about the values compared, not in the
+    predicate's own terms: ``reason`` (else ``text``) for one difference; ``negated`` where
+    "not" of this predicate has a plain statement of its own (a side's value is what it is);
+    ``selects_key`` marks ``key_in``, which picks keys and gives no reason."""
 
     test: Callable[[Context], bool]
     text: str
+    reason: Callable[[Context], str] | None = None
+    negated: Callable[[Context], str] | None = None
+    selects_key: bool = False
 
     def __call__(self, ctx: Context) -> bool:
         return self.test(ctx)
+
+    def explain(self, ctx: Context) -> str:
+        """Why this predicate holds for ``ctx``, in words a reader of the report follows."""
+        return self.text if self.reason is None else self.reason(ctx)
 
 
 def _values(ctx: Context) -> tuple[Any, Any, bool]:
@@ -136,19 +149,51 @@ def _ratio_at_least(threshold: float, complement: bool = False) -> Callable[[Con
     return test
 
 
-# Nullary predicates, written as a bare name.
-_NULLARY: dict[str, tuple[Callable[[Context], bool], str]] = {
-    "equal": (lambda c: c.difference.status == "match", "the values are equal"),
-    "differs": (lambda c: c.difference.status not in ("match", "unknown"), "the values differ (or one is missing)"),
-    "missing": (lambda c: c.difference.status.startswith("missing"), "one side has no value"),
-    "brax_missing": (lambda c: c.difference.status == "missing_brax", "Brax has no value"),
-    "slm_missing": (lambda c: c.difference.status == "missing_slm", "SLM-Lab has no value"),
-    "brax_larger": (_larger("brax"), "Brax's value is larger (a list: longer)"),
-    "slm_larger": (_larger("slm"), "SLM-Lab's value is larger (a list: longer)"),
+def _spoken(value: Any) -> str:
+    """A value in a sentence: none for null, 2.718 for e (facts.format_value otherwise)."""
+    return "none" if value is None else format_value(value)
+
+
+def _no_value(ctx: Context) -> str | None:
+    """Which side lacks the key altogether, when one does."""
+    status = ctx.difference.status
+    return {"missing_brax": "Brax has no value", "missing_slm": "SLM-Lab has no value"}.get(status)
+
+
+def _side_value(side: str) -> Callable[[Context], str]:
+    return lambda ctx: f"{_side(side)}'s value is {_spoken(getattr(ctx.difference, f'{side}_value'))}"
+
+
+def _larger_reason(side: str) -> Callable[[Context], str]:
+    def reason(ctx: Context) -> str:
+        value = getattr(ctx.difference, f"{side}_value")
+        return f"{_side(side)}'s list is longer" if isinstance(value, list) else f"{_side(side)}'s value is larger"
+    return reason
+
+
+# Nullary predicates, written as a bare name: (test, text for the docs, reason or None).
+_NULLARY: dict[str, tuple[Callable[[Context], bool], str, Callable[[Context], str] | None]] = {
+    "equal": (lambda c: c.difference.status == "match", "the values are equal", None),
+    "differs": (lambda c: c.difference.status not in ("match", "unknown"), "the values differ (or one is missing)",
+                lambda c: _no_value(c) or "the values differ"),
+    "missing": (lambda c: c.difference.status.startswith("missing"), "one side has no value",
+                lambda c: _no_value(c) or "one side has no value"),
+    "brax_missing": (lambda c: c.difference.status == "missing_brax", "Brax has no value", None),
+    "slm_missing": (lambda c: c.difference.status == "missing_slm", "SLM-Lab has no value", None),
+    "brax_larger": (_larger("brax"), "Brax's value is larger (a list: longer)", _larger_reason("brax")),
+    "slm_larger": (_larger("slm"), "SLM-Lab's value is larger (a list: longer)", _larger_reason("slm")),
     "length_differs": (
         lambda c: isinstance(c.difference.brax_value, list) and isinstance(c.difference.slm_value, list)
         and len(c.difference.brax_value) != len(c.difference.slm_value),
-        "both are lists of different lengths"),
+        "both are lists of different lengths", lambda c: "the lists differ in length"),
+}
+
+# What `not: NAME` says when it holds.
+_NULLARY_NEGATED = {
+    "equal": "the values are not equal", "differs": "the values do not differ", "missing": "both sides have a value",
+    "brax_missing": "Brax has a value", "slm_missing": "SLM-Lab has a value",
+    "brax_larger": "Brax's value is not larger", "slm_larger": "SLM-Lab's value is not larger",
+    "length_differs": "the values are not lists of different lengths",
 }
 
 
@@ -170,7 +215,8 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
         if name == "ratio_at_least":
             return Predicate(_ratio_at_least(n), f"one value is at least {n:g}x the other")
         return Predicate(_ratio_at_least(n, complement=True),
-                         f"1 - value on one side is at least {n:g}x the other's (effective horizon)")
+                         f"1 - value on one side is at least {n:g}x the other's (effective horizon)",
+                         lambda c, n=n: f"one side's effective horizon, 1 / (1 - value), is at least {n:g}x the other's")
     if name == "abs_diff_at_least":
         n = _number_arg(name, arg, where)
         def test(ctx: Context, n=n) -> bool:
@@ -182,27 +228,30 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
         def test(ctx: Context, side=side, arg=arg) -> bool:
             fact = getattr(ctx.difference, side)
             return fact is not None and not fact.is_unknown and values_equal(fact.value, arg)
-        return Predicate(test, f"{_side(side)} is {_show(arg)}")
+        return Predicate(test, f"{_side(side)} is {_show(arg)}", _side_value(side), _side_value(side))
     if name in ("brax_in", "slm_in"):
         side, choices = name.split("_")[0], _list_arg(name, arg, where)
         def test(ctx: Context, side=side, choices=choices) -> bool:
             fact = getattr(ctx.difference, side)
             return fact is not None and not fact.is_unknown and any(values_equal(fact.value, c) for c in choices)
-        return Predicate(test, f"{_side(side)} is one of {', '.join(_show(c) for c in choices)}")
+        return Predicate(test, f"{_side(side)} is one of {', '.join(_show(c) for c in choices)}",
+                         _side_value(side), _side_value(side))
     if name == "key_in":
         keys = _list_arg(name, arg, where)
         _check_keys(keys, where)
         return Predicate(lambda c, keys=tuple(keys): c.difference.key in keys,
-                         f"the key is {' or '.join(f'`{k}`' for k in keys)}")
+                         f"the key is {' or '.join(f'`{k}`' for k in keys)}", selects_key=True)
     if name in ("any_of", "all_of"):
         parts = [compile_predicate(p, f"{where}.{name}[{i}]") for i, p in enumerate(_list_arg(name, arg, where))]
-        combine = any if name == "any_of" else all
-        joiner = " or " if name == "any_of" else " and "
-        return Predicate(lambda c, parts=parts, combine=combine: combine(p(c) for p in parts),
-                         "(" + joiner.join(p.text for p in parts) + ")")
+        if name == "any_of":
+            return Predicate(lambda c, parts=parts: any(p(c) for p in parts),
+                             "(" + " or ".join(p.text for p in parts) + ")",
+                             lambda c, parts=parts: next(p for p in parts if p(c)).explain(c))
+        return _all_of(parts)
     if name == "not":
         inner = compile_predicate(arg, f"{where}.not")
-        return Predicate(lambda c, inner=inner: not inner(c), f"not {inner.text}")
+        return Predicate(lambda c, inner=inner: not inner(c), f"not {inner.text}",
+                         inner.negated or (lambda c, inner=inner: f"it does not hold that {inner.text}"))
     if name == "other":
         if not isinstance(arg, dict) or len(arg) != 1:
             raise ConfigError(f"{where}: other needs one entry KEY: PREDICATE, got {arg!r}")
@@ -212,7 +261,8 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
         def test(ctx: Context, key=key, inner=inner) -> bool:
             sub = ctx.on(key)
             return sub is not None and inner(sub)
-        return Predicate(test, f"for `{key}`: {inner.text}")
+        return Predicate(test, f"for `{key}`: {inner.text}",
+                         lambda c, key=key, inner=inner: f"for `{key}`, {inner.explain(c.on(key))}")
     known = sorted(set(_NULLARY) | set(PREDICATES))
     raise ConfigError(f"{where}: unknown predicate {name!r} (known: {', '.join(known)})")
 
@@ -232,7 +282,7 @@ PREDICATES = {
     "not": ("P", "the predicate does not hold"),
     "other": ("{KEY: P}", "the predicate holds for another key's comparison"),
 }
-NULLARY_PREDICATES = {name: text for name, (_, text) in _NULLARY.items()}
+NULLARY_PREDICATES = {name: text for name, (_, text, _) in _NULLARY.items()}
 
 
 def compile_predicate(raw: Any, where: str) -> Predicate:
@@ -246,8 +296,8 @@ def compile_predicate(raw: Any, where: str) -> Predicate:
                 raise ConfigError(f"{where}: predicate {raw!r} needs an argument ({raw}: {PREDICATES[raw][0]})")
             raise ConfigError(f"{where}: unknown predicate {raw!r} "
                               f"(known: {', '.join(sorted(set(_NULLARY) | set(PREDICATES)))})")
-        test, text = _NULLARY[raw]
-        return Predicate(test, text)
+        test, text, reason = _NULLARY[raw]
+        return Predicate(test, text, reason, lambda c, raw=raw: _NULLARY_NEGATED[raw])
     if isinstance(raw, dict) and raw:
         parts = []
         for name, arg in raw.items():
@@ -259,9 +309,17 @@ def compile_predicate(raw: Any, where: str) -> Predicate:
                 parts.append(_compile_unary(str(name), arg, where))
         if len(parts) == 1:
             return parts[0]
-        return Predicate(lambda c, parts=parts: all(p(c) for p in parts),
-                         "(" + " and ".join(p.text for p in parts) + ")")
+        return _all_of(parts)
     raise ConfigError(f"{where}: a predicate is a name or a one-entry mapping, got {raw!r}")
+
+
+def _all_of(parts: list[Predicate]) -> Predicate:
+    """All of ``parts``; its reason joins theirs, leaving out ``key_in`` (the reader sees the key)."""
+    def reason(ctx: Context, parts=parts) -> str:
+        said = [p.explain(ctx) for p in parts if not p.selects_key] or [p.explain(ctx) for p in parts]
+        return " and ".join(said)
+    return Predicate(lambda c, parts=parts: all(p(c) for p in parts),
+                     "(" + " and ".join(p.text for p in parts) + ")", reason)
 
 
 def _side(side: str) -> str:
@@ -388,13 +446,13 @@ class Rule:
     references: tuple[str, ...]
 
     def severity(self, ctx: Context) -> tuple[str | None, str | None]:
-        """(severity, the case text that decided) for one difference; a match and an
-        unknown have none (an unknown is neither a difference nor a match)."""
+        """(severity, why the case that decided held, in words) for one difference; a match
+        and an unknown have none (an unknown is neither a difference nor a match)."""
         if ctx.difference.status in ("match", "unknown"):
             return None, None
         for case in self.cases:
             if case.when(ctx):
-                return case.then, case.when.text
+                return case.then, case.when.explain(ctx)
         return DEFAULT_SEVERITY, "no case held (default)"
 
     def to_json(self) -> dict:

@@ -4,11 +4,15 @@ report the caches answer whole renders nothing."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import BraxDiffError
+
 
 FORMATS = ("md", "json", "both")  # what `report --format` writes
+_FILE_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a variant name that is safe in a file name
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,18 @@ class Scope:
     @property
     def name(self) -> str:
         return self.env or self.family or "report"
+
+    def file_name(self, variant: str | None = None) -> str:
+        """The name of the scope's report files, without ``.md``/``.json``: the scope's name,
+        then ``.VARIANT`` for a report compared with a variant asked for (``--variant``), so
+        that it never replaces the report with the mapped variants (``dm_control.md`` stays the
+        default run's, ``dm_control.ppo_fx.md`` is the variant's)."""
+        if variant is None:
+            return self.name
+        if not _FILE_PART.fullmatch(variant):
+            raise BraxDiffError(f"--variant {variant!r} cannot name a report file (letters, digits, _ . - only); "
+                                "give --output FILE.md")
+        return f"{self.name}.{variant}"
 
 
 def extraction_calls(brax_extractor: Any, slm_extractor: Any, scopes: list[Scope],

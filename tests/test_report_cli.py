@@ -246,7 +246,28 @@ def test_single_file_output_and_format(workspace):
     assert sorted(p.name for p in (workspace["work"] / "out").iterdir()) == ["loco.md"]
 
 
+def test_a_variant_report_has_its_own_files_and_leaves_the_family_report_alone(workspace, capsys):
+    assert run(workspace, "--family", "dm_control") == 0
+    reports = workspace["work"] / "reports"
+    family = snapshot_files(reports)
+    assert run(workspace, "--family", "dm_control", "--variant", "ppo_playground_loco") == 0
+    assert "wrote reports/dm_control.ppo_playground_loco.md" in capsys.readouterr().err
+    files = snapshot_files(reports)
+    assert sorted(files) == ["dm_control.json", "dm_control.md", "dm_control.ppo_playground_loco.json",
+                             "dm_control.ppo_playground_loco.md"]
+    assert {name: files[name] for name in family} == family  # the default run's report, byte for byte
+    data = json.loads(files["dm_control.ppo_playground_loco.json"])
+    assert data["scope"]["variant"] == "ppo_playground_loco" and data["changes"] is None  # its own history
+    assert "SLM-Lab variant `ppo_playground_loco`" in files["dm_control.ppo_playground_loco.md"].decode()
+    # --check compares each with its own file; a default run still writes only dm_control.md/.json.
+    assert run(workspace, "--family", "dm_control", "--variant", "ppo_playground_loco", "--check") == 0
+    assert run(workspace, "--family", "dm_control", "--check") == 0
+    assert run(workspace, "--env", "BallInCup", "--variant", "ppo_playground_loco", "--format", "md") == 0
+    assert (reports / "BallInCup.ppo_playground_loco.md").is_file() and not (reports / "BallInCup.md").exists()
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--family", "dm_control", "--variant", "../x"], "--variant '../x' cannot name a report file"),
     (["--family", "dm_control", "--env", "BallInCup"], "--family and --env exclude each other"),
     (["--family", "atari"], "unknown family 'atari' (families: dm_control, locomotion)"),
     (["--env", "Pong"], "unknown environment 'Pong'"),

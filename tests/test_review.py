@@ -11,7 +11,7 @@ import pytest
 import brax_fixtures
 from brax_diff.cli import main
 from gitfixture import add_commit
-from upstream_repos import make_upstreams, repo_flags
+from upstream_repos import SPEC_PATH, make_upstreams, repo_flags
 
 DM_PARAMS = brax_fixtures.DM_PARAMS
 
@@ -41,13 +41,100 @@ def test_check_format_github_annotates_each_move_on_the_report_line(moved, capsy
     assert family.endswith("::discount (dm_control): Brax 0.99 → 0.9")  # still the same classification
     matrix = next(line for line in lines if "::discount (dm_control / " in line)
     assert "AcrobotSwingup, CartpoleBalance, CheetahRun" in matrix and "BallInCup" not in matrix  # its own 0.95
-    # The annotated lines are the key's row and the env's matrix row of the regenerated report.
+    # The annotated lines are the key's row and the env's matrix row of the report the annotation
+    # opens: the file on disk at the commit checked (--check wrote nothing).
+    md = (moved["work"] / "reports" / "dm_control.md").read_text().split("\n")
+    assert md[annotated_line(family) - 1].startswith("| `discount` | `0.99` · [L")
+    assert md[annotated_line(matrix) - 1].startswith("| AcrobotSwingup | ppo_fx |")
+
+
+def annotated_line(annotation: str) -> int:
+    return int(annotation.split(",line=")[1].split(",")[0])
+
+
+def test_annotations_point_into_the_committed_report_at_the_line_that_shows_each_move(moved, capsys):
+    """A difference that resolves, a finding gone and one new: the regenerated report's lines
+    shift (a summary row and a rule paragraph go), and each annotation still lands on the line
+    of the committed report that shows its key or finding, never a table's header or separator."""
+    brax, playground = moved["paths"]["brax"], moved["paths"]["playground"]
+    add_commit(playground, {DM_PARAMS: brax_fixtures.PLAYGROUND[DM_PARAMS]
+                            .replace('  elif env_name == "PendulumSwingUp":\n    rl_config.num_updates_per_batch = 2\n', "")
+                            .replace("      batch_size=32,\n", "      batch_size=32,\n      not_a_train_argument=1,\n")
+                            .replace("rl_config.num_envs = 128", "rl_config.num_envs = 256")},
+               message="the dead branch goes; a new unknown parameter; Acrobot's envs double")
+    train = (brax / brax_fixtures.TRAIN).read_text()
+    add_commit(brax, {brax_fixtures.TRAIN: train.replace("clipping_epsilon: float = 0.2,",
+                                                         "clipping_epsilon: float = 0.25,")}, message="clip")
+    committed = (moved["work"] / "reports" / "dm_control.md").read_text()
+    assert main(["report", *moved["flags"], "--check", "--format", "github"]) == 1
+    annotations = capsys.readouterr().out.splitlines()
+    lines = committed.split("\n")
+    shown = {line.split("::")[2].split(":")[0]: lines[annotated_line(line) - 1] for line in annotations}
+    assert shown["clip_epsilon (dm_control)"].startswith("| `clip_epsilon` | `0.2` · [L")
+    assert shown["clip_epsilon (dm_control / AcrobotSwingup, BallInCup, CartpoleBalance, CheetahRun, FingerSpin, "
+                 "FingerTurnEasy, PendulumSwingup, WalkerRun)"] == "| `clip_epsilon` | `0.2` | `0.25` | MINOR |"
+    assert shown["dead_branch (dm_control)"].startswith("| Brax | WARNING | dead_branch | brax_ppo_config: branch")
+    assert shown["unknown_parameter (dm_control)"] == "## Findings"  # new: the committed report has no row yet
+    assert shown["num_envs (dm_control / AcrobotSwingup)"].startswith("| AcrobotSwingup | ppo_fx | `128` / `8`")
+    assert len(shown) >= 7
+    for where, text in shown.items():  # the key's or finding's row, an env's row, or the findings heading
+        assert where.split(" (")[0] in text or text.startswith("| AcrobotSwingup |") or text == "## Findings"
+        assert not text.startswith("| ---") and not text.startswith("| Key |")
+
+
+def test_a_difference_that_resolves_names_both_values_before_and_after(moved, capsys):
+    """Brax's clip range moves onto SLM-Lab's 0.25: a match, in the family and in every env."""
+    train = (moved["paths"]["brax"] / brax_fixtures.TRAIN).read_text()
+    add_commit(moved["paths"]["brax"], {brax_fixtures.TRAIN: train.replace("clipping_epsilon: float = 0.2,",
+                                                                           "clipping_epsilon: float = 0.25,")})
+    add_commit(moved["paths"]["playground"], {DM_PARAMS: brax_fixtures.PLAYGROUND[DM_PARAMS]}, message="revert")
+    summary = moved["work"] / "moved.md"
+    assert main(["report", *moved["flags"], "--check", "--format", "github", "--summary", str(summary)]) == 1
+    out = capsys.readouterr().out
+    envs = "AcrobotSwingup, BallInCup, CartpoleBalance, CheetahRun, FingerSpin, FingerTurnEasy, PendulumSwingup, WalkerRun"
+    assert [line.split("::", 2)[2] for line in out.splitlines() if "::clip_epsilon (" in line] == [
+        "clip_epsilon (dm_control): was Brax 0.2 vs SLM-Lab 0.25, now both 0.25: MINOR → match",
+        f"clip_epsilon (dm_control / {envs}): was Brax 0.2 vs SLM-Lab 0.25, now both 0.25: MINOR → match"]
+    assert "null" not in out
+    text = summary.read_text()
+    assert (f"| dm_control | `clip_epsilon` | dm_control / {envs} | was Brax `0.2` vs SLM-Lab `0.25`, now both `0.25` "
+            "| MINOR → match | — |") in text
+    assert "null" not in text
+    # The report keeps the values of a key that matches in every env (its Markdown does not show them).
     assert main(["report", *moved["flags"], "--quiet"]) == 0
-    md = (moved["work"] / "reports" / "dm_control.md").read_text().splitlines()
-    line = int(family.split(",line=")[1].split(",")[0])
-    assert md[line - 1].startswith("| `discount` | `0.9` · [L")
-    line = int(matrix.split(",line=")[1].split(",")[0])
-    assert md[line - 1].startswith("| AcrobotSwingup | ppo_fx |")
+    data = json.loads((moved["work"] / "reports" / "dm_control.json").read_text())
+    assert {"key": "clip_epsilon", "brax": 0.25, "slm": 0.25, "status": "match", "severity": None} in \
+        data["matrix"]["matching"]
+    # Against a report written before the matrix kept them, nothing moves but what moved.
+    from brax_diff.review import moves
+
+    older = json.loads(json.dumps(data))
+    del older["matrix"]["matching"]
+    assert moves(older, data, "dm_control") == [] and moves(data, older, "dm_control") == []
+
+
+def test_head_then_worktree_at_the_same_commit_moves_nothing(tmp_path, monkeypatch, capsys):
+    """The work tree read as on disk, at the commit HEAD names: where each line was read changes
+    (the ref, and with an edit that says nothing new, each spec line's `uncommitted` mark), what
+    the report says does not."""
+    paths = make_upstreams(tmp_path / "up")
+    monkeypatch.chdir(tmp_path)
+    flags = [*repo_flags(paths), "--family", "dm_control"]
+    assert main(["report", *flags, "--slm", "HEAD", "--quiet"]) == 0
+    summary = tmp_path / "moved.md"
+    spec = paths["slm"] / SPEC_PATH
+    for edit in ("", "# a comment, at the end\n"):
+        spec.write_text(spec.read_text() + edit)
+        for side in ("slm", "brax", "playground"):
+            worktree = ["--slm", "HEAD", f"--{side}", "WORKTREE"] if side != "slm" else ["--slm", "WORKTREE"]
+            assert main(["report", *flags, *worktree, "--check", "--format", "github", "--summary", str(summary)]) == 0
+            assert capsys.readouterr().out == ""
+            assert summary.read_text().endswith("\nNo value, classification or finding moved.\n")
+    # The last run read findings from spec lines marked uncommitted.
+    assert main(["report", *flags, "--slm", "WORKTREE", "--format", "json", "--output", "-", "--quiet"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert next(s for s in model["sources"] if s["name"] == "slm")["uncommitted"] == [SPEC_PATH]
+    assert any(p.get("uncommitted") for f in model["findings"] for p in f["provenance"])
 
 
 def test_summary_is_a_short_table_with_both_lines(moved, capsys):
@@ -96,10 +183,14 @@ def test_moves_name_classification_changes_and_findings():
     assert [(m.kind, m.key, m.values, m.was, m.now) for m in found] == [
         ("value", "clip_epsilon", (("SLM-Lab", 0.2, 0.3),), "IMPORTANT", "match"),
         ("finding", "spec_code_mismatch", (), None, "ERROR")]
+    assert found[0].sentence() == "clip_epsilon (dm_control): was Brax 0.3 vs SLM-Lab 0.2, now both 0.3: IMPORTANT → match"
     text = markdown_summary(found)
-    assert "| dm_control | `clip_epsilon` | dm_control | SLM-Lab `0.2` → `0.3` | IMPORTANT → match | [SLM-Lab was](" in text
+    assert ("| dm_control | `clip_epsilon` | dm_control | was Brax `0.3` vs SLM-Lab `0.2`, now both `0.3` | "
+            "IMPORTANT → match | [SLM-Lab was](") in text
     assert "| `spec_code_mismatch` | dm_control | SLM-Lab ERROR finding new: no such scheduler | — → ERROR |" in text
     assert moves(old, old, "dm_control") == []
+    broken = moves(new, old, "dm_control")[0]  # and back: a match broken
+    assert broken.sentence() == "clip_epsilon (dm_control): was both 0.3, now Brax 0.3 vs SLM-Lab 0.2: match → IMPORTANT"
 
 
 def without_changes_section(path) -> list[str]:

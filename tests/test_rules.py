@@ -129,6 +129,41 @@ def test_discount_severity_follows_the_effective_horizon():
     assert classified(slm=slm_extraction({"discount": 0.994}))["discount"].severity == "IMPORTANT"
 
 
+def test_the_reason_a_case_held_is_a_sentence_about_the_values_not_the_predicate():
+    c = classified()
+    assert c["max_grad_norm"].because == "Brax's value is none"  # any_of: the part that held
+    assert c["std_max"].because == "Brax's value is none and SLM-Lab's value is 1.6487"  # not: slm_is null
+    assert c["bootstrap_on_timeout"].because == "SLM-Lab has no value"  # differs, one side missing
+    assert c["lr_schedule"].because == "the values differ"  # key_in only picks the key
+    assert c["value_hidden_layers"].because == "the lists differ in length"
+    assert c["clip_epsilon"].because == ("Brax's value is larger and for `transitions_per_update`, "
+                                         "Brax's value is larger")
+    assert classified(slm=slm_extraction({"discount": 0.97}))["discount"].because == (
+        "one side's effective horizon, 1 / (1 - value), is at least 2x the other's")
+    for because in (x.because for x in c.values() if x.because):
+        assert not re.search(r"[()]|\bnull\b|\bnot\b|is_|_of\b", because), because
+    # The report's rule line reads as a sentence.
+    from brax_diff.render import build_report, render_markdown
+
+    model = build_report(brax_extraction(), slm_extraction(), load_rules(),
+                         scope={"family": "dm_control", "env": None, "variant": "v", "spec": "s.yaml"})
+    markdown = render_markdown(model)
+    assert "- `max_grad_norm`: IMPORTANT because Brax's value is none. Fix:" in markdown
+    assert "because (" not in markdown and "is null" not in markdown
+
+
+def test_a_user_rule_says_why_in_words_too(tmp_path):
+    path = write_rules(tmp_path, """
+        rules:
+          - code: BD023
+            severity:
+              - when: {all_of: [{slm_in: [1.0, 2.0]}, {not: {brax_is: 0.5}}, {not: brax_larger}]}
+                then: CRITICAL
+    """)
+    assert classified(rules_file=path)["max_grad_norm"].because == (
+        "SLM-Lab's value is 1.0 and Brax's value is none and Brax's value is not larger")
+
+
 def test_fix_names_the_spec_key_and_a_value_templated_from_brax():
     c = classified()
     batch = c["transitions_per_update"].fix

@@ -61,8 +61,10 @@ def load_extractors():
             _imported_on_call("brax_diff.extractors.slm", "SlmExtractor"))
 
 
-def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool) -> dict[str, Path | None]:
-    """Where each format goes: {"md": path, "json": path}; None means stdout."""
+def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool,
+             variant: str | None = None) -> dict[str, Path | None]:
+    """Where each format goes: {"md": path, "json": path}; None means stdout. A directory gets
+    the scope's file name (:meth:`Scope.file_name`: a ``--variant`` report has its own)."""
     from pathlib import Path
 
     wanted = ("md", "json") if fmt == "both" else (fmt,)
@@ -75,7 +77,7 @@ def _targets(scope: Scope, output: str | None, fmt: str, settings: Settings, sev
             raise BraxDiffError(f"--output {output} is a file; several families need a directory (or pick --family)")
         base = Path(output).with_suffix("")
     else:
-        base = Path(output or settings.reports_dir) / scope.name
+        base = Path(output or settings.reports_dir) / scope.file_name(variant)
     return {f: report_file(base, f) for f in wanted}
 
 
@@ -206,11 +208,11 @@ class ScopeResult:
 
     def moves(self) -> list[Move]:
         from ..render import render_markdown
-        from ..review import locate, moves
+        from ..review import annotated_text, locate, moves
 
-        markdown = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
-                        (None, render_markdown(self.model)))
-        return locate(moves(self.previous, self.model, self.name), *markdown)
+        path, text = next(((path, text) for path, text in self.files if path is None or path.suffix == ".md"),
+                          (None, render_markdown(self.model)))
+        return locate(moves(self.previous, self.model, self.name), path, annotated_text(path, text))
 
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
@@ -238,7 +240,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
     results = []
     linked_at: dict[str, str] = {}
     for scope in scopes:
-        targets = _targets(scope, output, fmt, settings, len(scopes) > 1)
+        targets = _targets(scope, output, fmt, settings, len(scopes) > 1, variant)
         default_previous = next((p for f, p in sorted(targets.items()) if p is not None), None)
         previous_path = Path(previous) if previous else (sibling(default_previous, "json") if default_previous else None)
         if default_previous is not None and not check:
@@ -256,7 +258,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
         texts, model, replaced = run.report(scope, previous_path=previous_path, verdicts=verdicts,
                                             linked_at=linked_at)
         files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
-        results.append(ScopeResult(scope.name, model, replaced, files))
+        results.append(ScopeResult(scope.file_name(variant), model, replaced, files))
     return results
 
 
