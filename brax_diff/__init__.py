@@ -35,4 +35,6 @@ class _CheckoutExtractors:
 
 if EXTRACTORS_DIR != _os.path.join(_HERE, "extractors") and not any(
         isinstance(f, _CheckoutExtractors) or type(f).__name__ == "_CheckoutExtractors" for f in _sys.meta_path):
-    _sys.meta_path.append(_CheckoutExtractors())
+    # First: an editable install of another checkout maps the name to its folder, and this
+    # checkout's brax_diff must run with this checkout's extractors.
+    _sys.meta_path.insert(0, _CheckoutExtractors())

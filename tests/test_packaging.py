@@ -53,3 +53,14 @@ def test_the_installed_package_imports_its_own_extractors(wheel, tmp_path):
     site = Path(brax_file).parent.parent
     assert Path(brax_file) == site / "extractors" / "brax.py" and Path(slm_file).parent == site / "extractors"
     assert str(site).startswith(str(env_dir)) and Path(folder) == site / "extractors"
+
+
+def test_a_source_checkout_imports_its_own_extractors_whatever_is_installed():
+    """An editable install of another checkout maps brax_diff.extractors to its folder: the
+    brax_diff of this checkout must still run with this checkout's extractors."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-c", "import brax_diff.extractors.slm as s; print(s.__file__)"],
+                          cwd=root.parent, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == root / "extractors" / "slm.py"
