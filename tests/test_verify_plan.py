@@ -8,7 +8,7 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.facts import Extraction, Fact, Provenance, SourceInfo, dumps
+from brax_diff.facts import Extraction, Fact, Finding, Provenance, SourceInfo, dumps
 from brax_diff.verify import build_plan
 from brax_diff.verify.costs import estimate, load_throughput, run_seconds
 from brax_diff.verify.plan import BRAX, TORCH, RunSpec, Scoring, resolve_options, same_value
@@ -115,11 +115,50 @@ def test_scaling_envs_keeps_each_sides_minibatch_count():
 
 def test_a_decaying_lr_needs_the_real_runs_horizon():
     brax, slm = pair(slm_values={k: v for k, v in SLM_VALUES.items() if k != "lr_decay_steps"})
-    with pytest.raises(BraxDiffError, match="--set max_frame=N"):
+    with pytest.raises(BraxDiffError, match="--set lr_decay_steps=N$"):
+        build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
+    frame = "agent.net.lr_scheduler_spec.frame is '${max_frame}', the run's length"
+    slm.unknown("lr_decay_steps", f"lr_decay_steps: {frame}",
+                Finding("unset_placeholder", "WARNING", frame, (), "lr_decay_steps"))
+    with pytest.raises(BraxDiffError, match=r"lr_scheduler_spec.frame, which the spec leaves to the command line "
+                                            r"as \$\{max_frame\}\); give the values to train with: --set max_frame=N$"):
         build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600,
                       overrides={"lr_decay_steps": 1_000_000})
     assert plan.baseline["CartpoleBalance"].lr_decay_steps == 1_000_000
+
+
+def test_every_missing_value_is_asked_for_at_once_and_a_missing_scheduler_is_named_not_max_frame():
+    """SLM-Lab master names an LR scheduler its code lacks: the schedule, its end and its horizon
+    are all unknown for that reason. One error asks for all three (not one per run) and says the
+    variant cannot train; --set max_frame would not help, so it is not the advice."""
+    brax, slm = pair()
+    slm.scope["variant"] = "ppo_fx"
+    why = "lr_scheduler_spec.name 'LinearToMin' is not defined at this ref: training fails before it is used"
+    for key in ("lr_schedule", "lr_final_factor", "lr_decay_steps"):
+        slm.unknown(key, f"{key}: {why}", Finding("pattern_not_found", "WARNING", f"{key}: {why}", (), key))
+    slm.find(Finding("spec_code_mismatch", "ERROR", "agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                     "get_lr_scheduler has no branch for it", (), "lr_schedule"))
+    second = extraction("slm", dict(SLM_VALUES), env="CheetahRun")
+    second.facts.pop("lr_decay_steps")
+    with pytest.raises(BraxDiffError) as raised:
+        build_plan(brax, {"CartpoleBalance": slm, "CheetahRun": second}, envs=["CartpoleBalance", "CheetahRun"],
+                   seeds=1, budget=1600)
+    message = str(raised.value)
+    assert message == (
+        "CartpoleBalance: lr_final_factor, lr_schedule, lr_decay_steps are unknown because SLM-Lab's ppo_fx cannot "
+        "train at this ref: agent.net.lr_scheduler_spec.name 'LinearToMin': get_lr_scheduler has no branch for it; "
+        "CheetahRun: the baseline needs SLM-Lab's lr_decay_steps, unknown at this ref (the learning rate decays and "
+        "SLM-Lab's spec gives no horizon for it); make the variant train at that ref (or --variant one that does), "
+        "or plan with values of your choosing, which are not what SLM-Lab trains: --set lr_final_factor=VALUE "
+        "--set lr_schedule=VALUE --set lr_decay_steps=N")
+    assert "max_frame" not in message
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, overrides={
+        "lr_schedule": "linear_decay", "lr_final_factor": 0.1, "lr_decay_steps": 1_000_000})
+    assert plan.baseline["CartpoleBalance"].lr_decay_steps == 1_000_000
+    assert plan.warnings[0] == ("CartpoleBalance: SLM-Lab's ppo_fx cannot train at this ref, so the baseline trains "
+                                "settings SLM-Lab itself cannot run: agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                                "get_lr_scheduler has no branch for it")
 
 
 def test_keys_limit_the_moved_keys_and_unknown_keys_are_errors():
@@ -371,8 +410,9 @@ def test_verify_needs_the_real_runs_length_and_takes_it_as_a_spec_variable(fixtu
     with --set max_frame=N the SLM-Lab extraction has lr_decay_steps = N."""
     assert main(["verify", "--plan", *fixture_repos]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: CheetahRun: SLM-Lab's learning rate decays over lr_scheduler_spec.frame")
-    assert "--set max_frame=N" in err and err.count("\n") == 1
+    assert err.startswith("error: CheetahRun: the baseline needs SLM-Lab's lr_decay_steps, unknown at this ref "
+                          "(SLM-Lab's learning rate decays over lr_scheduler_spec.frame")
+    assert err.endswith("give the values to train with: --set max_frame=N\n") and err.count("\n") == 1
     assert main(["verify", "--plan", *fixture_repos, "--set", "max_frame=2000000", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["baseline"]["CheetahRun"]["lr_decay_steps"] == 2_000_000
