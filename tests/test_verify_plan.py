@@ -92,12 +92,26 @@ def test_budget_is_rounded_to_whole_updates_of_every_arm_and_checkpoints_are_sha
     odd = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1500, evals=2, arms=("gap",))
     assert odd.budget == 1600 and odd.scoring.evals == 1
     assert odd.warnings == ["1 checkpoint(s), not 2: 5 whole updates of 320 env steps (every arm's update divides "
-                            "it) split no further without overshooting the budget"]
+                            "it) split no further without overshooting the budget (env steps per update: all_fixes, "
+                            "reference 320; baseline 160)"]
     # a budget smaller than one update: one checkpoint, and a warning that says by how much
     tiny = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=100, evals=5, arms=("gap",))
     assert tiny.budget == 320 and tiny.scoring.evals == 1
     assert any("one update is 320 env steps, more than the budget of 100" in w for w in tiny.warnings)
     assert "warning: CartpoleBalance all_fixes: one update is 320" in tiny.render()
+
+
+def test_a_longer_slm_update_grows_the_budget_and_the_warning_names_the_update_sizes_that_did():
+    """The cpu preset's budget is in env steps; the arms' updates come from the refs' settings.
+    SLM-Lab master's time_horizon 2048 (65,536 env steps an update at 32 envs, against Brax's
+    15,360) made the preset's 245,760 steps 983,040 with one checkpoint: the plan says why."""
+    brax, slm = pair(slm_values=dict(SLM_VALUES, unroll_length=64, transitions_per_update=1024))
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, evals=4, arms=("gap",))
+    assert plan.update_steps["CartpoleBalance"] == {"baseline": 1024, "all_fixes": 320, "reference": 320}
+    assert plan.budget == 5120 and plan.scoring.evals == 1
+    assert plan.warnings[-1] == ("the budget of 1,600 env steps became 5,120 to end on whole updates of every arm "
+                                 "(env steps per update: baseline 1,024; all_fixes, reference 320; every 5,120 steps "
+                                 "all end one)")
 
 
 def test_scaling_envs_keeps_each_sides_minibatch_count():

@@ -50,8 +50,10 @@ DEFAULT_ARM_GROUPS = ("gap", "loo")
 
 # Named plan sizes; explicit flags override their values ("overrides" merge under --set). `cpu`
 # answers the gap question (baseline, all_fixes, reference) on a 2-core CPU in under 30
-# minutes; its sizes were chosen by measuring what learns within that budget (docs/verify.md,
-# "Presets"): 32 envs and 4 epochs on every arm, 16 of Brax's updates.
+# minutes at the seed-era refs; its sizes were chosen by measuring what learns within that
+# budget (docs/verify.md, "Presets"): 32 envs and 4 epochs on every arm, 16 of Brax's updates.
+# The budget is rounded to whole updates of every arm, whose sizes are the refs': at SLM-Lab
+# master (time_horizon 2048) it becomes 983,040 steps and about 75 minutes.
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {"num_envs": 32, "seeds": 5, "budget": 245_760, "evals": 4, "eval_envs": 32, "arms": ["gap"],
             "jobs": 2, "overrides": {"epochs_per_update": 4}},
@@ -560,16 +562,31 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             if steps > budget:
                 warnings.append(f"{env} {name}: one update is {steps:,} env steps, more than the budget of "
                                 f"{budget:,}; every run does {total:,} steps")
+    # Why the rounding grew: the arms' update sizes come from the refs' settings, not from the
+    # preset (SLM-Lab master's time_horizon 2048 makes 65,536 env steps an update at 32 envs).
+    sizes = _update_sizes(update_steps)
     if checkpoints < evals:
         warnings.append(f"{checkpoints} checkpoint(s), not {evals}: {total // unit} whole updates of {unit:,} env "
-                        "steps (every arm's update divides it) split no further without overshooting the budget")
+                        "steps (every arm's update divides it) split no further without overshooting the budget"
+                        f" ({sizes})")
     if total > budget * 1.1 and not any("more than the budget" in w for w in warnings):
-        warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm")
+        warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm "
+                        f"({sizes}; every {unit:,} steps all end one)")
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
+
+
+def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
+    """"env steps per update: baseline, all_fixes 65,536; reference 15,360" over every env."""
+    by_size: dict[int, list[str]] = {}
+    for env, per_env in update_steps.items():
+        for arm, steps in per_env.items():
+            by_size.setdefault(steps, []).append(arm if len(update_steps) == 1 else f"{env} {arm}")
+    return "env steps per update: " + "; ".join(f"{', '.join(arms)} {steps:,}"
+                                                for steps, arms in sorted(by_size.items(), reverse=True))
 
 
 def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, written: Extraction) -> list[Ablation]:
