@@ -87,7 +87,7 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
     from ..fix import (check_spec_path, choose_scope, explain as explain_key, prepare, render_explain, render_json,
                        render_residual, residual, unified_diff)
     from ..rules import load_rules
-    from ..session import open_snapshots
+    from ..session import head_warnings, open_snapshots
     if in_place and slm is None:
         slm = WORKTREE  # the file edited is the one on disk
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
@@ -108,6 +108,8 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
         inputs = prepare(BraxExtractor(snapshots["brax"], snapshots["playground"]), SlmExtractor, snapshots["slm"],
                          spec=settings.spec, sets=parse_sets(sets), mapping=user_mapping(settings.mapping),
                          family=family, env=env, variant=variant, name=name)
+        for line in head_warnings(snapshots):  # what was read at HEAD is not what is on disk
+            story.warn(line)
         if target is not None and git_blob_id(target.read_bytes()) != git_blob_id(inputs.document.text.encode()):
             raise FixError(f"{target} differs on disk from {settings.slm_ref}; --in-place edits the file as it is: "
                            "use --slm WORKTREE")
