@@ -585,7 +585,10 @@ def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
     for env, per_env in update_steps.items():
         for arm, steps in per_env.items():
             by_size.setdefault(steps, []).append(arm if len(update_steps) == 1 else f"{env} {arm}")
-    return "env steps per update: " + "; ".join(f"{', '.join(arms)} {steps:,}"
+    def named(arms: list[str]) -> str:
+        return ", ".join(arms) if len(arms) <= 3 else f"{', '.join(arms[:2])} and {len(arms) - 2} more"
+
+    return "env steps per update: " + "; ".join(f"{named(arms)} {steps:,}"
                                                 for steps, arms in sorted(by_size.items(), reverse=True))
 
 
