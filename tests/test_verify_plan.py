@@ -112,6 +112,9 @@ def test_a_longer_slm_update_grows_the_budget_and_the_warning_names_the_update_s
     assert plan.warnings[-1] == ("the budget of 1,600 env steps became 5,120 to end on whole updates of every arm "
                                  "(env steps per update: baseline 1,024; all_fixes, reference 320; every 5,120 steps "
                                  "all end one)")
+    with_loo = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, evals=4)
+    assert with_loo.warnings[-1].endswith("(env steps per update: loo:unroll_length 2,048; baseline 1,024; "
+                                          "all_fixes, loo:clip_epsilon and 4 more 320; loo:unrolls_per_update 160)")
 
 
 def test_scaling_envs_keeps_each_sides_minibatch_count():
