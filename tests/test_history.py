@@ -423,7 +423,7 @@ def test_cli_missing_extractor_is_a_clear_error(repos, tmp_path, monkeypatch, ca
     make_repo(tmp_path / "slm", [{"x.yaml": "a: 1\n"}])
     code, out, err = run_cli(capsys, ["history", "--slm", "main", "--variant", "v", "--slm-repo",
                                       str(tmp_path / "slm"), "--cache-dir", str(tmp_path / "c")])
-    assert code == 2 and err == "error: extractors.slm.SlmExtractor is not available in this installation\n"
+    assert code == 2 and err == "error: brax_diff.extractors.slm.SlmExtractor is not available in this installation\n"
 
 
 class ToySlmExtractor:
