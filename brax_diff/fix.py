@@ -712,6 +712,18 @@ def explain_model(key: str, rule: str, options: list[tuple[str, str | None, str]
 
 # --------------------------------------------------------------------------------------
 # From extractors to a solution: what the command line calls
+def why_it_cannot_train(solution: Solution) -> str | None:
+    """Why the variant written cannot train at its ref (the extractors' verdict, with its
+    line), None if it can; a reason its base variant shares is said to be inherited."""
+    from brax_diff.extractors.slm import trains
+
+    trains_now, why = trains(solution.slm_after)
+    if trains_now:
+        return None
+    inherited = trains(solution.slm_before)[1] == why
+    return why + (f"; inherited from {solution.base_variant}, which no fix in scope changes" if inherited else "")
+
+
 # --------------------------------------------------------------------------------------
 
 

@@ -300,9 +300,11 @@ def touching_commits(repo: Repository, start: str | None, end: str, paths: Itera
 class HistoryEngine:
     """Walks ranges for recipes. ``repos`` maps side name -> Repository."""
 
-    def __init__(self, repos: Mapping[str, Repository], cache: FactCache | None = None) -> None:
+    def __init__(self, repos: Mapping[str, Repository], cache: FactCache | None = None,
+                 step: Callable[[str], None] | None = None) -> None:
         self.repos = dict(repos)
         self.cache = cache
+        self.step = step or (lambda text: None)  # what the walk is doing now (the terminal's progress line)
         self.parsed = 0  # extractions actually run (cache misses) in every process, for benchmarks
         self._touching_memo: dict[tuple, list[str]] = {}
         self._hits: dict[tuple, CachedResult] = {}  # answers the prefetch found, for the walk
@@ -378,6 +380,7 @@ class HistoryEngine:
         ``held`` maps each other side a recipe needs to the ref it stays at.
         """
         repo = self.repos[side]
+        self.step(f"{side}: listing the commits of {rev_range}")
         start_ref, end_ref = parse_range(rev_range)
         end = repo.resolve(end_ref).commit
         start = repo.resolve(start_ref).commit if start_ref else None
@@ -414,6 +417,7 @@ class HistoryEngine:
         repo = self.repos[side]
         by_sha = {c.sha: c for c in log}
         entries: list[Entry] = []
+        self.step(f"{side} {walk.range}: extracting {recipe.label} at the start")
         if start is not None:
             state = self.outcome(recipe, {side: start, **others})
             last = start.hexsha
@@ -433,9 +437,11 @@ class HistoryEngine:
             paths = sorted(state.reads.get(side, {}))
             candidates = self._touching(repo, last, walk.end, paths)
             self._prefetch(recipe, side, [s for s in candidates if s in by_sha], state, others)
-            for sha in candidates:
+            for number, sha in enumerate(candidates, start=1):
                 if sha not in by_sha:
                     continue
+                self.step(f"{side} {walk.range}: {recipe.label} at {sha[:7]} "
+                          f"({number} of {len(candidates)} commits touching what it reads)")
                 touched.add(sha)
                 commit = repo.git.commit(sha)
                 current = {p: self.ids(side)(commit, p) for p in paths}
@@ -501,6 +507,7 @@ class HistoryEngine:
         # Runs of consecutive commits, not every n-th: a blob a commit brings is then parsed by
         # one process, not by each.
         count = min(workers, len(wanted))
+        self.step(f"{side}: extracting {recipe.label} at {len(wanted)} commits in {count} processes")
         bounds = [len(wanted) * i // count for i in range(count + 1)]
         shares = [share(wanted[start:end]) for start, end in zip(bounds, bounds[1:])]
         parsed, lines = run_shares(shares, self.cache, self.repos.values())
@@ -715,8 +722,9 @@ class _Repos(dict):
 
 
 def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
-                cache: FactCache | None) -> tuple[History, HistoryEngine]:
-    """Walk every requested side (brax, playground, slm order) for the request's scope."""
+                cache: FactCache | None, step: Callable[[str], None] | None = None) -> tuple[History, HistoryEngine]:
+    """Walk every requested side (brax, playground, slm order) for the request's scope;
+    ``step`` hears what the walk is doing (the terminal's progress line)."""
     needed = set()
     for side in request.ranges:
         needed |= set(BRAX_SIDES if side in BRAX_SIDES else SLM_SIDES)
@@ -724,7 +732,7 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
             needed |= set(SLM_SIDES)
     repos = _Repos(open_repo)
     repos.update(open_all(sorted(needed), open_repo))  # every one that cannot be opened named at once
-    engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache)
+    engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache, step)
     walks = []
     for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):
         refs = _refs_while_walking(request)

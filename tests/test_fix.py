@@ -175,6 +175,34 @@ def test_in_place_adds_the_variant_to_the_work_tree_and_reads_it_back_from_disk(
     assert gamma["env"] == SpecFile(ORIGINAL, SPEC_PATH, {}).resolve("ppo_fx").data["env"]
 
 
+def test_a_variant_that_cannot_train_is_said_before_writing_and_the_next_command_shows_it(tmp_path, capsys):
+    """SLM-Lab's code lacks the scheduler the spec names: the variant fix writes inherits it and
+    cannot train. fix says so in one line before the file changes, still writes (the residual
+    lists the finding), and prints the report command that shows the new variant, since a
+    plain `report --slm WORKTREE` keeps comparing the mapped one."""
+    paths = make_upstreams(tmp_path / "up", slm_extra={"slm_lab/agent/net/net_util.py": fx.NET_UTIL_WITHOUT_MIN})
+    code, out, err = run_fix(paths, capsys, "--family", "dm_control", "--in-place", "--keys", "discount")
+    assert code == 0, err
+    lines = err.splitlines()
+    warning = next(line for line in lines if line.startswith("warning:"))
+    assert warning.startswith("warning: ppo_fx_brax cannot train at WORKTREE: agent.net.lr_scheduler_spec.name "
+                              "'LinearToMin': get_lr_scheduler has no branch for it")
+    assert warning.endswith("; inherited from ppo_fx, which no fix in scope changes")
+    assert lines.index(warning) < lines.index(f"wrote {paths['slm'] / SPEC_PATH}")
+    assert "\nppo_fx_brax:\n" in (paths["slm"] / SPEC_PATH).read_text()
+    see = f"see it: brax-diff report --slm WORKTREE --spec {SPEC_PATH} --variant ppo_fx_brax --family dm_control"
+    assert see in lines
+    report = see.removeprefix("see it: brax-diff ").split() + [*repo_flags(paths), "--format", "json", "--output", "-"]
+    assert main(report) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["scope"]["variant"] == "ppo_fx_brax"
+    assert next(d for d in shown["differences"] if d["key"] == "discount")["status"] == "match"
+    # a variant that trains gets no such line
+    code, _, err = run_fix(make_upstreams(tmp_path / "ok"), capsys, "--family", "dm_control", "--diff",
+                           "--keys", "discount")
+    assert code == 0 and "cannot train" not in err
+
+
 # -- scopes: one phase, named keys, an alternative --------------------------------------------
 
 

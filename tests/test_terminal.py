@@ -1,6 +1,7 @@
 """What `brax-diff report` prints: on a terminal (a pty here) the summary table and every ERROR
 finding, then the files written; in a pipe, the same as plain lines, nothing cut; with --quiet,
-nothing. Tables on stdout (`extract`, `rules`) are printed at full width in a pipe."""
+nothing. Tables on stdout (`extract`, `rules`) are printed at full width in a pipe. `history` and
+`fix` show their progress line on a terminal too, nothing of it elsewhere."""
 
 from __future__ import annotations
 
@@ -126,3 +127,34 @@ def test_quiet_prints_nothing_on_a_terminal(upstreams, tmp_path):
     code, screen = run_in_pty(command(upstreams, "--quiet"), tmp_path, environment(tmp_path))
     assert code == 0 and screen.strip() == ""
     assert (tmp_path / "reports" / "dm_control.md").exists()
+
+
+# A progress line is drawn: its spinner and the elapsed time, whatever step it shows.
+PROGRESS = re.compile(r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] [^\n]*\d:\d\d:\d\d")
+
+
+def history_command(upstreams, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "brax_diff", "history", *repo_flags(upstreams), "--slm", "master",
+            "--variant", "ppo_fx", *extra]
+
+
+def test_history_and_fix_show_progress_on_a_terminal(upstreams, tmp_path):
+    """A cold `history` or `fix` works for seconds: on a terminal a progress line says what it
+    does, as `report`'s does; the result is still printed."""
+    fix = [sys.executable, "-m", "brax_diff", "fix", *repo_flags(upstreams), "--slm", "HEAD", "--family", "dm_control",
+           "--diff"]
+    for argv, result in ((history_command(upstreams), "# Fact history"), (fix, "+ppo_fx_brax:")):
+        code, screen = run_in_pty(argv, tmp_path, environment(tmp_path))
+        assert code == 0, screen
+        assert PROGRESS.search(screen) and result in screen, screen[:2000]
+
+
+def test_history_in_a_pipe_or_quiet_shows_no_progress(upstreams, tmp_path):
+    done = subprocess.run(history_command(upstreams), cwd=tmp_path, env=environment(tmp_path), capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Fact history\n") and not PROGRESS.search(done.stdout + done.stderr)
+    assert re.fullmatch(r"history: \d+ extractions parsed; cache \d+ hits, \d+ misses\n", done.stderr)
+    code, screen = run_in_pty(history_command(upstreams, "--quiet"), tmp_path, environment(tmp_path))
+    assert code == 0 and screen.startswith("# Fact history") and not PROGRESS.search(screen)
+    assert "extractions parsed" not in screen

@@ -8,7 +8,7 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.facts import Extraction, Fact, Provenance, SourceInfo, dumps
+from brax_diff.facts import Extraction, Fact, Finding, Provenance, SourceInfo, dumps
 from brax_diff.verify import build_plan
 from brax_diff.verify.costs import estimate, load_throughput, run_seconds
 from brax_diff.verify.plan import BRAX, TORCH, RunSpec, Scoring, resolve_options, same_value
@@ -92,12 +92,29 @@ def test_budget_is_rounded_to_whole_updates_of_every_arm_and_checkpoints_are_sha
     odd = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1500, evals=2, arms=("gap",))
     assert odd.budget == 1600 and odd.scoring.evals == 1
     assert odd.warnings == ["1 checkpoint(s), not 2: 5 whole updates of 320 env steps (every arm's update divides "
-                            "it) split no further without overshooting the budget"]
+                            "it) split no further without overshooting the budget (env steps per update: all_fixes, "
+                            "reference 320; baseline 160)"]
     # a budget smaller than one update: one checkpoint, and a warning that says by how much
     tiny = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=100, evals=5, arms=("gap",))
     assert tiny.budget == 320 and tiny.scoring.evals == 1
     assert any("one update is 320 env steps, more than the budget of 100" in w for w in tiny.warnings)
     assert "warning: CartpoleBalance all_fixes: one update is 320" in tiny.render()
+
+
+def test_a_longer_slm_update_grows_the_budget_and_the_warning_names_the_update_sizes_that_did():
+    """The cpu preset's budget is in env steps; the arms' updates come from the refs' settings.
+    SLM-Lab master's time_horizon 2048 (65,536 env steps an update at 32 envs, against Brax's
+    15,360) made the preset's 245,760 steps 983,040 with one checkpoint: the plan says why."""
+    brax, slm = pair(slm_values=dict(SLM_VALUES, unroll_length=64, transitions_per_update=1024))
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, evals=4, arms=("gap",))
+    assert plan.update_steps["CartpoleBalance"] == {"baseline": 1024, "all_fixes": 320, "reference": 320}
+    assert plan.budget == 5120 and plan.scoring.evals == 1
+    assert plan.warnings[-1] == ("the budget of 1,600 env steps became 5,120 to end on whole updates of every arm "
+                                 "(env steps per update: baseline 1,024; all_fixes, reference 320; every 5,120 steps "
+                                 "all end one)")
+    with_loo = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, evals=4)
+    assert with_loo.warnings[-1].endswith("(env steps per update: loo:unroll_length 2,048; baseline 1,024; "
+                                          "all_fixes, loo:clip_epsilon and 4 more 320; loo:unrolls_per_update 160)")
 
 
 def test_scaling_envs_keeps_each_sides_minibatch_count():
@@ -115,11 +132,50 @@ def test_scaling_envs_keeps_each_sides_minibatch_count():
 
 def test_a_decaying_lr_needs_the_real_runs_horizon():
     brax, slm = pair(slm_values={k: v for k, v in SLM_VALUES.items() if k != "lr_decay_steps"})
-    with pytest.raises(BraxDiffError, match="--set max_frame=N"):
+    with pytest.raises(BraxDiffError, match="--set lr_decay_steps=N$"):
+        build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
+    frame = "agent.net.lr_scheduler_spec.frame is '${max_frame}', the run's length"
+    slm.unknown("lr_decay_steps", f"lr_decay_steps: {frame}",
+                Finding("unset_placeholder", "WARNING", frame, (), "lr_decay_steps"))
+    with pytest.raises(BraxDiffError, match=r"lr_scheduler_spec.frame, which the spec leaves to the command line "
+                                            r"as \$\{max_frame\}\); give the values to train with: --set max_frame=N$"):
         build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600)
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600,
                       overrides={"lr_decay_steps": 1_000_000})
     assert plan.baseline["CartpoleBalance"].lr_decay_steps == 1_000_000
+
+
+def test_every_missing_value_is_asked_for_at_once_and_a_missing_scheduler_is_named_not_max_frame():
+    """SLM-Lab master names an LR scheduler its code lacks: the schedule, its end and its horizon
+    are all unknown for that reason. One error asks for all three (not one per run) and says the
+    variant cannot train; --set max_frame would not help, so it is not the advice."""
+    brax, slm = pair()
+    slm.scope["variant"] = "ppo_fx"
+    why = "lr_scheduler_spec.name 'LinearToMin' is not defined at this ref: training fails before it is used"
+    for key in ("lr_schedule", "lr_final_factor", "lr_decay_steps"):
+        slm.unknown(key, f"{key}: {why}", Finding("pattern_not_found", "WARNING", f"{key}: {why}", (), key))
+    slm.find(Finding("spec_code_mismatch", "ERROR", "agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                     "get_lr_scheduler has no branch for it", (), "lr_schedule"))
+    second = extraction("slm", dict(SLM_VALUES), env="CheetahRun")
+    second.facts.pop("lr_decay_steps")
+    with pytest.raises(BraxDiffError) as raised:
+        build_plan(brax, {"CartpoleBalance": slm, "CheetahRun": second}, envs=["CartpoleBalance", "CheetahRun"],
+                   seeds=1, budget=1600)
+    message = str(raised.value)
+    assert message == (
+        "CartpoleBalance: lr_final_factor, lr_schedule, lr_decay_steps are unknown because SLM-Lab's ppo_fx cannot "
+        "train at this ref: agent.net.lr_scheduler_spec.name 'LinearToMin': get_lr_scheduler has no branch for it; "
+        "CheetahRun: the baseline needs SLM-Lab's lr_decay_steps, unknown at this ref (the learning rate decays and "
+        "SLM-Lab's spec gives no horizon for it); make the variant train at that ref (or --variant one that does), "
+        "or plan with values of your choosing, which are not what SLM-Lab trains: --set lr_final_factor=VALUE "
+        "--set lr_schedule=VALUE --set lr_decay_steps=N")
+    assert "max_frame" not in message
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, overrides={
+        "lr_schedule": "linear_decay", "lr_final_factor": 0.1, "lr_decay_steps": 1_000_000})
+    assert plan.baseline["CartpoleBalance"].lr_decay_steps == 1_000_000
+    assert plan.warnings[0] == ("CartpoleBalance: SLM-Lab's ppo_fx cannot train at this ref, so the baseline trains "
+                                "settings SLM-Lab itself cannot run: agent.net.lr_scheduler_spec.name 'LinearToMin': "
+                                "get_lr_scheduler has no branch for it")
 
 
 def test_keys_limit_the_moved_keys_and_unknown_keys_are_errors():
@@ -371,8 +427,9 @@ def test_verify_needs_the_real_runs_length_and_takes_it_as_a_spec_variable(fixtu
     with --set max_frame=N the SLM-Lab extraction has lr_decay_steps = N."""
     assert main(["verify", "--plan", *fixture_repos]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: CheetahRun: SLM-Lab's learning rate decays over lr_scheduler_spec.frame")
-    assert "--set max_frame=N" in err and err.count("\n") == 1
+    assert err.startswith("error: CheetahRun: the baseline needs SLM-Lab's lr_decay_steps, unknown at this ref "
+                          "(SLM-Lab's learning rate decays over lr_scheduler_spec.frame")
+    assert err.endswith("give the values to train with: --set max_frame=N\n") and err.count("\n") == 1
     assert main(["verify", "--plan", *fixture_repos, "--set", "max_frame=2000000", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["baseline"]["CheetahRun"]["lr_decay_steps"] == 2_000_000

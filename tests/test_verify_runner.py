@@ -97,3 +97,38 @@ def test_units_of_work_batch_an_arms_seeds_and_keep_reference_runs_apart():
     assert named(units(plan, [1, 3, 4])) == [[("all_fixes", 0), ("all_fixes", 1)], [("baseline", 1)]]
     # more workers than units: the largest unit is split in halves until every worker has one
     assert named(units(plan, [0, 3, 6], jobs=2)) == [[("baseline", 0), ("baseline", 1)], [("baseline", 2)]]
+
+
+def test_the_progress_bar_goes_to_stderr_never_to_stdout(capsys):
+    """stdout carries only the result asked for, also when it is piped."""
+    from brax_diff.verify.runner import _Progress
+
+    result = synthetic_result()
+    bar = _Progress(result.plan, True)
+    for run in result.results:
+        bar.advance(run.spec.budget, 1000.0)
+        bar.finish_run(run)
+    bar.close()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "verify" in captured.err and f"runs {len(result.results)}/{len(result.results)}" in captured.err
+
+
+def test_the_text_result_shows_every_arms_score_and_every_verdict():
+    from brax_diff.verify.runner import VerifyResult, render
+
+    lines = render(synthetic_result()).splitlines()
+    assert lines[1] == "scores (mean of the finished seeds, 95% interval):"
+    assert lines[2].split() == ["CartpoleBalance", "baseline", "220.0", "[192.2,", "247.8]", "n=5"]
+    assert lines[6].split() == ["CartpoleBalance", "reference", "770.0", "[730.7,", "809.3]", "n=5"]
+    assert lines[10].split() == ["all_fixes", "-", "baseline", "+438.0", "[+385.8,", "+490.2]", "at", "97.5%",
+                                 "supported", "n=5"]
+    assert "  loo      all_fixes - loo:learning_rate      +418.0 [+365.8, +470.2] at 97.5%  supported  n=5" in lines
+    # without the reference arm there is no gap summary: its family's verdicts are still shown
+    result = synthetic_result()
+    runs = [r for r in result.results if r.spec.arm != "reference"]
+    plan = dataclasses.replace(result.plan, runs=[r for r in result.plan.runs if r.arm != "reference"])
+    decided = verdicts(plan, runs)
+    text = render(VerifyResult(plan, runs, decided, gap_summary(plan, runs, decided)))
+    assert "  gap      all_fixes - baseline               +438.0 [+394.6, +481.4] at 95.0%  supported  n=5" in text
+    assert "reference" not in text

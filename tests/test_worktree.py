@@ -120,6 +120,28 @@ def test_head_with_a_differing_work_tree_says_so_in_one_line(upstreams, capsys, 
     assert "warning" not in err
 
 
+def test_fix_and_verify_say_so_too_when_they_read_head_under_an_edit(upstreams, capsys, tmp_path, monkeypatch):
+    """`report` says in one line that HEAD is not what is on disk; `fix` and `verify` read HEAD
+    the same way and say the same line."""
+    monkeypatch.chdir(tmp_path)
+    edit_spec(upstreams)
+    notice = f"1 file(s) read differ in the work tree ({SPEC_PATH}); --slm WORKTREE reads them as on disk"
+    commands = {"fix": ["fix", *repo_flags(upstreams), "--slm", "HEAD", "--family", "dm_control", "--diff"],
+                "verify": ["verify", "--plan", *repo_flags(upstreams)[:6], "--slm", "HEAD", "--variant", "ppo_fx",
+                           "--env", "CheetahRun", "--set", "max_frame=1000000"]}
+    for name, argv in commands.items():
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code == 0, (name, err)
+        warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+        assert len(warnings) == 1 and warnings[0].startswith("warning: slm: read HEAD ("), (name, err)
+        assert warnings[0].endswith(notice) and "read HEAD" not in out, name
+    subprocess.run(["git", "-C", str(upstreams["slm"]), "checkout", "-q", "--", SPEC_PATH], check=True)
+    for name, argv in commands.items():
+        assert main(argv) == 0
+        assert "read HEAD" not in capsys.readouterr().err, name
+
+
 def test_committing_the_edit_clears_the_marks_even_from_the_cache(upstreams, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     edit_spec(upstreams)

@@ -85,9 +85,9 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else None
     # Imported here: ruamel.yaml and the renderer cost every other command's start-up otherwise.
     from ..fix import (check_spec_path, choose_scope, explain as explain_key, prepare, render_explain, render_json,
-                       render_residual, residual, unified_diff)
+                       render_residual, residual, unified_diff, why_it_cannot_train)
     from ..rules import load_rules
-    from ..session import open_snapshots
+    from ..session import head_warnings, open_snapshots
     if in_place and slm is None:
         slm = WORKTREE  # the file edited is the one on disk
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
@@ -108,6 +108,8 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
         inputs = prepare(BraxExtractor(snapshots["brax"], snapshots["playground"]), SlmExtractor, snapshots["slm"],
                          spec=settings.spec, sets=parse_sets(sets), mapping=user_mapping(settings.mapping),
                          family=family, env=env, variant=variant, name=name)
+        for line in head_warnings(snapshots):  # what was read at HEAD is not what is on disk
+            story.warn(line)
         if target is not None and git_blob_id(target.read_bytes()) != git_blob_id(inputs.document.text.encode()):
             raise FixError(f"{target} differs on disk from {settings.slm_ref}; --in-place edits the file as it is: "
                            "use --slm WORKTREE")
@@ -124,6 +126,9 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
             sys.stdout.write(render_json(model) if fmt == "json" else render_residual(model))
             story.warn("nothing written: no fix in scope can be expressed in the spec")
             return
+        why_not = why_it_cannot_train(solution)
+        if why_not:  # said before the file changes: training the variant would fail at once
+            story.warn(f"{inputs.name} cannot train at {settings.slm_ref}: {why_not}")
         if diff:  # JSON carries the diff inside, so stdout stays one document
             patch = unified_diff(inputs.document.text, solution.text, settings.spec)
             model = residual(solution, read_from="memory (a dry run)")
@@ -141,7 +146,9 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
                 written = inputs.reextract(snapshots["slm"], read_text(path, "written spec"))
             model = residual(solution, written, inputs.brax, table, read_from=None if target is not None else str(path))
     sys.stdout.write(render_json(model) if fmt == "json" else render_residual(model))
-    if target is not None:
+    if target is not None:  # a plain `report --slm WORKTREE` still compares the mapped variant
+        scope = f"--env {env}" if env else f"--family {family}"
+        story.say(f"see it: brax-diff report --slm WORKTREE --spec {settings.spec} --variant {inputs.name} {scope}")
         story.say(f"train it: brax-diff verify --slm WORKTREE --spec {settings.spec} --slm-variant {inputs.name}")
 
 

@@ -26,13 +26,14 @@ def register(app) -> None:
     command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML replacing the shipped one.")
     command.option("cache_dir", "--cache-dir", help="Where clones and cached facts live.")
     command.flag("no_cache", "--no-cache", help="Extract every candidate commit again.")
+    command.flag("quiet", "--quiet", "-q", help="Print only warnings and errors on stderr.")
 
 
 def history(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
             family: str | None = None, env: str | None = None, variant: str | None = None, fmt: str = "md",
             brax_repo: str | None = None, playground_repo: str | None = None, slm_repo: str | None = None,
             spec: str | None = None, mapping: str | None = None, cache_dir: str | None = None,
-            no_cache: bool = False) -> None:
+            no_cache: bool = False, quiet: bool = False) -> None:
     """List each commit that changes a fact's value (a key changing, appearing or disappearing).
 
     A side not walked stays at its configured ref (default main / HEAD); a walked side
@@ -43,7 +44,9 @@ def history(*, brax: str | None = None, playground: str | None = None, slm: str 
     from ..config import load_settings
     from ..factcache import FactCache, cache_root
     from ..history import HistoryRequest, render_json, render_markdown, run_history
-    from ..sources import Repository
+    from ..session import TITLES
+    from ..sources import Repository, is_url
+    from ..story import Story
     from .common import user_mapping
 
     settings = load_settings(brax_repo=brax_repo, playground_repo=playground_repo, slm_repo=slm_repo,
@@ -57,8 +60,16 @@ def history(*, brax: str | None = None, playground: str | None = None, slm: str 
     locations = {"brax": settings.brax_repo, "playground": settings.playground_repo, "slm": settings.slm_repo}
     root = cache_root(settings.cache_dir)
     cache = None if no_cache else FactCache(root)
-    result, engine = run_history(request, lambda side: Repository(locations[side], side, cache_root=root), cache)
+    story = Story.on_stderr(quiet)
+
+    def open_repo(side: str) -> Repository:
+        story.step(f"{TITLES[side]}: {'cloning or fetching' if is_url(locations[side]) else 'opening'} "
+                   f"{locations[side]}")
+        return Repository(locations[side], side, cache_root=root)
+
+    with story.running():
+        result, engine = run_history(request, open_repo, cache, story.step)
     sys.stdout.write(render_json(result) if fmt == "json" else render_markdown(result))
     hits = f"; cache {cache.hits} hits, {cache.misses} misses" if cache else ""
-    print(f"history: {engine.parsed} extractions parsed{hits}", file=sys.stderr)
+    story.say(f"history: {engine.parsed} extractions parsed{hits}")
 

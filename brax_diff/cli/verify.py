@@ -18,7 +18,8 @@ def register(app) -> None:
     command = app.command("verify", verify)
     command.flag("plan_only", "--plan", help="Print the plan, its env steps and estimated time, and stop "
                  "(needs no torch or jax).")
-    command.option("preset", "--preset", help="cpu (a 2-core machine, under 30 min) or gpu; "
+    command.option("preset", "--preset", help="cpu (a 2-core machine: ~25 min at the seed-era refs, "
+                   "--plan says what at yours) or gpu; "
                    "explicit flags override its values.")
     command.option("env", "--env", repeat=True, help="MuJoCo Playground environment (repeatable).")
     command.option("seeds", "--seeds", type=integer, help="Seeds per arm (default 5).")
@@ -120,7 +121,8 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     else:
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
-        brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets)
+        brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets,
+                                           warn=lambda line: _echo(f"warning: {line}", err=True))
         if all_fixes == "spec":
             fixed = written_variants(settings, envs, variant=variant, sets=spec_sets, keys=key_list)
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from ..config import Settings
 from ..errors import BraxDiffError
@@ -37,11 +38,12 @@ def load_extraction(path: str | Path, side: str) -> Extraction:
 
 
 def extractions_from_repos(settings: Settings, envs: list[str], variant: str | None = None,
-                           sets: dict[str, str] | None = None,
+                           sets: dict[str, str] | None = None, warn: Callable[[str], None] | None = None,
                            ) -> tuple[dict[str, Extraction], dict[str, Extraction]]:
     """``({env: brax Extraction}, {env: slm Extraction})`` read from the configured repos and refs;
     each env is compared with ``variant``, else the SLM-Lab variant mapped to it or its family.
-    ``sets`` are SLM-Lab spec variables (``${max_frame}``); one the spec never uses is an error."""
+    ``sets`` are SLM-Lab spec variables (``${max_frame}``); one the spec never uses is an error.
+    ``warn`` hears one line per side read at HEAD whose files read differ on disk."""
     try:
         from brax_diff.extractors.brax import BraxExtractor
         from brax_diff.extractors.slm import SlmExtractor
@@ -59,6 +61,12 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
         brax[env] = brax_extractor.env(env)
         name = variant or slm_extractor.variant_for(family=brax_extractor.family_of(env), env=env)
         slm[env] = slm_extractor.variant(name)
+    if warn is not None:
+        from ..session import head_warnings
+
+        snapshots = {"brax": brax_snapshot, "playground": playground_snapshot, "slm": slm_snapshot}
+        for line in head_warnings(snapshots):
+            warn(line)
     return brax, slm
 
 

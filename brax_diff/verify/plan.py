@@ -50,8 +50,10 @@ DEFAULT_ARM_GROUPS = ("gap", "loo")
 
 # Named plan sizes; explicit flags override their values ("overrides" merge under --set). `cpu`
 # answers the gap question (baseline, all_fixes, reference) on a 2-core CPU in under 30
-# minutes; its sizes were chosen by measuring what learns within that budget (docs/verify.md,
-# "Presets"): 32 envs and 4 epochs on every arm, 16 of Brax's updates.
+# minutes at the seed-era refs; its sizes were chosen by measuring what learns within that
+# budget (docs/verify.md, "Presets"): 32 envs and 4 epochs on every arm, 16 of Brax's updates.
+# The budget is rounded to whole updates of every arm, whose sizes are the refs': at SLM-Lab
+# master (time_horizon 2048) it becomes 983,040 steps and about 75 minutes.
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {"num_envs": 32, "seeds": 5, "budget": 245_760, "evals": 4, "eval_envs": 32, "arms": ["gap"],
             "jobs": 2, "overrides": {"epochs_per_update": 4}},
@@ -474,23 +476,23 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     update_steps: dict[str, dict[str, int]] = {}
     sources: dict[str, Any] = {}
     warnings: list[str] = []
+    missing: list[tuple[str, Extraction, list[tuple[str, str, str]]]] = []  # all of them, for one error
     for env in envs:
         b, s = _per_env(brax, env, "brax"), _per_env(slm, env, "slm")
         for extraction in (b, s):
             sources.update({name: info.to_json() for name, info in extraction.sources.items()})
         slm_values, brax_values = known_values(s), known_values(b)
-        unreadable = sorted(k for k in s.unknown_keys()
-                            if k in FIELDS and k not in overrides and k != "lr_decay_steps")  # _check_schedule says it
-        if unreadable:
-            reasons = "; ".join(s.facts[k].unknown for k in unreadable[:3])
-            raise BraxDiffError(f"{env}: the baseline needs SLM-Lab's {', '.join(unreadable)}, unknown at this ref "
-                                f"({reasons}); give the value to train with: --set {unreadable[0]}=VALUE")
         baseline, defaults = _settings_for(slm_values, num_envs, overrides)
+        needs = _missing_settings(s, baseline, overrides)
+        if needs:
+            missing.append((env, s, needs))
+        elif (why_not := _why_not_trained(s)):
+            warnings.append(f"{env}: SLM-Lab's {s.scope.get('variant')} cannot train at this ref, so the baseline "
+                            f"trains settings SLM-Lab itself cannot run: {why_not}")
         warnings.extend(f"{env}: SLM-Lab's {key} is {slm_values[key]!r}, the PyTorch trainer runs {fixed!r}: "
                         "the baseline is not SLM-Lab's settings there"
                         for key, fixed in sorted(TRAINER_FIXED.items())
                         if slm_values.get(key) is not None and not same_value(slm_values[key], fixed))
-        _check_schedule(env, baseline)
         baselines[env] = baseline
         defaults_used[env] = defaults
         env_ablations = [_classify(env, key, s, b) for key in sorted(set(s.facts) | set(b.facts)) if key in KEYS]
@@ -526,8 +528,13 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             all_fixes = arm(moved)
         else:
             fixed_settings = _settings_for(target, num_envs, overrides)[0]
-            _check_schedule(f"{env} ({fixed_variants[env]})", fixed_settings)
+            said = set(needs)  # what the baseline lacks for the same reason is said once
+            written_needs = [need for need in _missing_settings(written, fixed_settings, overrides) if need not in said]
+            if written_needs:
+                missing.append((f"{env} ({fixed_variants[env]})", written, written_needs))
             all_fixes = fixed_settings.to_json()
+        if missing:
+            continue  # the plan stops after every env said what it lacks
         planned: list[tuple[str, str, dict]] = []
         if "gap" in arms:
             planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, all_fixes)]
@@ -545,6 +552,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         update_steps[env] = {name: (_reference_update_steps(settings) if trainer == BRAX
                                     else TrainerSettings.from_json(settings).transitions_per_update)
                              for trainer, name, settings in planned}
+    if missing:
+        raise BraxDiffError(_missing_message(missing))
     unit = _lcm(steps for per_env in update_steps.values() for steps in per_env.values())
     checkpoints, interval = _checkpoints(budget, unit, evals)
     total = checkpoints * interval
@@ -553,16 +562,34 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             if steps > budget:
                 warnings.append(f"{env} {name}: one update is {steps:,} env steps, more than the budget of "
                                 f"{budget:,}; every run does {total:,} steps")
+    # Why the rounding grew: the arms' update sizes come from the refs' settings, not from the
+    # preset (SLM-Lab master's time_horizon 2048 makes 65,536 env steps an update at 32 envs).
+    sizes = _update_sizes(update_steps)
     if checkpoints < evals:
         warnings.append(f"{checkpoints} checkpoint(s), not {evals}: {total // unit} whole updates of {unit:,} env "
-                        "steps (every arm's update divides it) split no further without overshooting the budget")
+                        "steps (every arm's update divides it) split no further without overshooting the budget"
+                        f" ({sizes})")
     if total > budget * 1.1 and not any("more than the budget" in w for w in warnings):
-        warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm")
+        warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm "
+                        f"({sizes}; every {unit:,} steps all end one)")
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
+
+
+def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
+    """"env steps per update: baseline, all_fixes 65,536; reference 15,360" over every env."""
+    by_size: dict[int, list[str]] = {}
+    for env, per_env in update_steps.items():
+        for arm, steps in per_env.items():
+            by_size.setdefault(steps, []).append(arm if len(update_steps) == 1 else f"{env} {arm}")
+    def named(arms: list[str]) -> str:
+        return ", ".join(arms) if len(arms) <= 3 else f"{', '.join(arms[:2])} and {len(arms) - 2} more"
+
+    return "env steps per update: " + "; ".join(f"{named(arms)} {steps:,}"
+                                                for steps, arms in sorted(by_size.items(), reverse=True))
 
 
 def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, written: Extraction) -> list[Ablation]:
@@ -614,13 +641,60 @@ def _checkpoints(budget: int, unit: int, evals: int) -> tuple[int, int]:
     return checkpoints, unit * (best[0] // checkpoints)
 
 
-def _check_schedule(env: str, baseline: TrainerSettings) -> None:
-    """A decaying LR needs the real run's horizon: compressing it into a short budget is
-    another schedule (at 153,600 steps LinearToMin reaches 8% of its start)."""
-    if baseline.lr_schedule != "constant" and not baseline.lr_decay_steps:
-        raise BraxDiffError(f"{env}: SLM-Lab's learning rate decays over lr_scheduler_spec.frame, which is "
-                            "unknown here (the spec leaves ${max_frame} to the command line): pass "
-                            "--set max_frame=N, the real run's length, or --set lr_decay_steps=N")
+def _missing_settings(slm: Extraction, settings: TrainerSettings, overrides: Mapping[str, Any]
+                      ) -> list[tuple[str, str, str]]:
+    """``(key, why, the --set that gives it)`` for every trainer setting an SLM-Lab variant's run
+    needs and its extraction could not read (and no --set gave). A decaying LR needs the real
+    run's horizon: compressing it into a short budget is another schedule (at 153,600 steps
+    LinearToMin reaches 8% of its start); that horizon is ${max_frame} only when the spec
+    leaves it to the command line, not when the schedule itself is unknown."""
+    needs = [(key, slm.facts[key].unknown.removeprefix(f"{key}: "), f"--set {key}=VALUE")
+             for key in slm.unknown_keys() if key in FIELDS and key not in overrides and key != "lr_decay_steps"]
+    if settings.lr_schedule != "constant" and not settings.lr_decay_steps:
+        fact = slm.facts.get("lr_decay_steps")
+        if any(f.kind == "unset_placeholder" and f.key == "lr_decay_steps" for f in slm.findings):
+            needs.append(("lr_decay_steps", "SLM-Lab's learning rate decays over lr_scheduler_spec.frame, which the "
+                          "spec leaves to the command line as ${max_frame}", "--set max_frame=N"))
+        elif fact is not None and fact.is_unknown:
+            needs.append(("lr_decay_steps", fact.unknown.removeprefix("lr_decay_steps: "), "--set lr_decay_steps=N"))
+        else:
+            needs.append(("lr_decay_steps", "the learning rate decays and SLM-Lab's spec gives no horizon for it",
+                          "--set lr_decay_steps=N"))
+    return needs
+
+
+def _missing_message(missing: list[tuple[str, Extraction, list[tuple[str, str, str]]]]) -> str:
+    """One line for every value the plan lacks, in every scope: what each is, why it is unknown
+    (the variant cannot train, when that is why) and every --set that gives them."""
+    parts: dict[str, list[str]] = {}  # the same reason in several envs is said once
+    flags: dict[str, None] = {}
+    cannot_train = False
+    for scope, extraction, needs in missing:
+        keys = ", ".join(key for key, _, _ in needs)
+        why_not = _why_not_trained(extraction)
+        if why_not:
+            cannot_train = True
+            text = (f"{keys} are unknown because SLM-Lab's {extraction.scope.get('variant')} cannot train at this "
+                    f"ref: {why_not}")
+        else:
+            whys = list(dict.fromkeys(why for _, why, _ in needs))
+            text = f"the baseline needs SLM-Lab's {keys}, unknown at this ref ({'; '.join(whys)})"
+        parts.setdefault(text, []).append(scope)
+        flags.update(dict.fromkeys(flag for _, _, flag in needs))
+    advice = ("make the variant train at that ref (or --variant one that does), or plan with values of your "
+              "choosing, which are not what SLM-Lab trains: " if cannot_train else "give the values to train with: ")
+    return ("; ".join(f"{', '.join(scopes)}: {text}" for text, scopes in parts.items())
+            + "; " + advice + " ".join(flags))
+
+
+def _why_not_trained(slm: Extraction) -> str | None:
+    """The extractors' verdict: why the SLM-Lab variant cannot train at its ref, None if it can
+    (asked only when an ERROR finding is there: planning from JSON needs no extractors)."""
+    if not any(f.severity == "ERROR" for f in slm.findings):
+        return None
+    from brax_diff.extractors.slm import trains
+
+    return trains(slm)[1]
 
 
 def _checked_variant(ablation: Ablation, baseline: TrainerSettings) -> Ablation:

@@ -97,7 +97,7 @@ def pick_device() -> str:
 
 
 class _Progress:
-    """A rich progress bar over env steps, with runs done and the current steps/s."""
+    """A rich progress bar over env steps, with runs done and the current steps/s, on stderr."""
 
     @classmethod
     def disabled(cls) -> "_Progress":
@@ -112,11 +112,13 @@ class _Progress:
         self.advanced = 0  # env steps shown for the run in progress
         if not enabled:
             return
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        # stderr: stdout carries only the result asked for (`verify ... | tee result.txt`)
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("env steps · runs {task.fields[runs]} · {task.fields[rate]} steps/s"),
-                            TimeElapsedColumn(), transient=False)
+                            TimeElapsedColumn(), console=Console(stderr=True), transient=False)
         self.task = self.bar.add_task("verify", total=sum(r.budget for r in plan.runs),
                                       runs=f"0/{self.total_runs}", rate="-")
         self.bar.start()
@@ -647,32 +649,56 @@ def _ci(entry: dict[str, Any]) -> str:
     return f" [{low:+.1f}, {high:+.1f}] at {entry.get('ci_level', 0.95):.1%}"
 
 
+def arm_scores(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
+    """Per environment and arm, in the plan's order: the mean score of the finished seeds and
+    its 95% interval (Student's t on the seeds; None under 2 seeds)."""
+    out = []
+    for env in plan.envs:
+        for arm in plan.arms():
+            if not any(r.env == env and r.arm == arm for r in plan.runs):
+                continue
+            scores = [r.score for _, r in sorted(_finished(results, env, arm).items())]
+            out.append({"env": env, "arm": arm, "seeds": len(scores),
+                        "mean": sum(scores) / len(scores) if scores else None,
+                        "ci": list(stats.mean_interval(scores)) if len(scores) > 1 else None})
+    return out
+
+
+def _comparison(entry: dict[str, Any]) -> str:
+    """One comparison: Δ = arm - vs, its interval at its level, the verdict and what it rests on."""
+    delta = "" if entry.get("delta") is None else f" {entry['delta']:+.1f}"
+    detail = entry.get("reason") or ""
+    if entry["verdict"] == stats.INCONCLUSIVE and entry.get("min_detectable_effect") is not None:
+        detail = "; ".join(filter(None, (detail, f"detectable: |effect| >= {entry['min_detectable_effect']:.1f}")))
+    return (f"{entry['arm'] + ' - ' + entry['vs']:<34}{delta}{_ci(entry)}  {entry['verdict']}"
+            f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}")
+
+
 def render(result: VerifyResult) -> str:
-    """The gap first, then every verdict, then failed runs, as plain text."""
+    """Every arm's score, the gap, every comparison's verdict, then failed runs, as plain text."""
     lines = [f"verify: {len(result.results)} runs on {result.device} in {result.seconds:.0f} s "
-             f"({len(result.failed)} failed); score: {result.plan.scoring.kind} at {result.plan.budget:,} env steps"]
+             f"({len(result.failed)} failed); score: {result.plan.scoring.kind} at {result.plan.budget:,} env steps",
+             "scores (mean of the finished seeds, 95% interval):"]
+    for row in arm_scores(result.plan, result.results):
+        interval = f" [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]" if row["ci"] else ""
+        mean = "no finished run" if row["mean"] is None else f"{row['mean']:.1f}{interval}"
+        lines.append(f"  {row['env']}  {row['arm']:<32} {mean}  n={row['seeds']}")
     gap = result.gap
     if gap:
-        lines.append(f"gap ({gap['seeds']} seeds, {', '.join(gap['envs'])}):")
+        lines.append(f"gap ({gap['seeds']} seeds, {', '.join(gap['envs'])}; Δ = first - second):")
         for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline"):
-            entry = gap[name]
-            if entry.get("delta") is not None:
-                lines.append(f"  {name:<24} {entry['delta']:+.1f}{_ci(entry)}  {entry['verdict']}")
+            lines.append(f"  {_comparison(gap[name])}")
         fraction = gap.get("closed_fraction")
         if fraction is not None:
             interval = gap.get("closed_fraction_ci")
             bounds = f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f" ({gap.get('reason', '')})"
             lines.append(f"  fraction of the gap the fixes close: {fraction:.2f}{bounds}")
-    for entry in result.verdicts:
-        if entry["family"] == "gap":
-            continue
-        if entry.get("delta") is not None and entry.get("ci"):
-            extra = "" if entry["verdict"] != stats.INCONCLUSIVE or entry.get("min_detectable_effect") is None else (
-                f"  (detectable: |effect| >= {entry['min_detectable_effect']:.1f})")
-            lines.append(f"  {entry['family']:<8} {entry['arm']:<32} {entry['delta']:+.1f}{_ci(entry)}  "
-                         f"{entry['verdict']}{extra}  n={entry['seeds']}")
-        else:
-            lines.append(f"  {entry['family']:<8} {entry['arm']:<32} {entry['verdict']} ({entry.get('reason', '')})")
+        elif gap.get("reason"):
+            lines.append(f"  fraction of the gap the fixes close: unknown ({gap['reason']})")
+    others = [entry for entry in result.verdicts if entry["family"] != "gap" or not gap]
+    if others:
+        lines.append("comparisons (Δ = first - second, each interval at its test's level):")
+        lines.extend(f"  {entry['family']:<8} {_comparison(entry)}" for entry in others)
     for failed in result.failed:
         lines.append(f"  FAILED {failed.spec.env} {failed.spec.arm} seed {failed.spec.seed}: {failed.error}")
     return "\n".join(lines) + "\n"

@@ -127,6 +127,16 @@ def spread(scores, reps: int = BOOTSTRAP_REPS, seed: int = 0) -> Spread:
     return Spread(float(scores.mean(axis=0).mean()), variances, (runs,) * tasks)
 
 
+def mean_interval(scores, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The ``confidence`` interval of one arm's mean over its seeds (Student's t, n - 1 df)."""
+    values = np.asarray(scores, dtype=float)
+    if values.size < 2:
+        raise ValueError("an interval needs at least 2 scores")
+    half = _t_quantile(0.5 + confidence / 2.0, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size)
+    center = float(values.mean())
+    return center - half, center + half
+
+
 @dataclass(frozen=True)
 class Difference:
     """mean(x) - mean(y) with its standard error, degrees of freedom and two-sided p-value."""
