@@ -38,7 +38,7 @@ from .render import md_cell, recommended_steps
 from .rules import Classified, Context, RuleTable, classify, recommended_order, render_alternative
 from .sources import Snapshot
 from .specedit import SpecDocument, Write, get_path
-from .vocabulary import KEYS
+from .vocabulary import KEYS, PER_ENVIRONMENT
 
 MAX_ROUNDS = 8  # rounds of write-and-read-back; the shipped rules settle in 3 on the real refs
 GROUPS = (
@@ -307,8 +307,14 @@ class Solution:
 Extract = Callable[[str], Extraction]  # the spec text with the new variant -> its extraction
 
 
+# The training setup each environment runs with is SLM-Lab's env builder's, and the run's length
+# its command line's (-s max_frame=N), not the spec variant's: the report names those changes;
+# a spec variant is compared on the rest.
+SPEC_KEYS = tuple(key for key in KEYS if key not in PER_ENVIRONMENT and key != "training_env_steps")
+
+
 def _classified(brax: Extraction, slm: Extraction, table: RuleTable) -> list[Classified]:
-    return classify(compare(brax, slm), table)
+    return classify(compare(brax, slm, SPEC_KEYS), table)
 
 
 def _wanted(c: Classified, by_key: dict, table: RuleTable, scope: FixScope
@@ -821,7 +827,13 @@ def written_variant(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot:
         scope = choose_scope(inputs.before(table), table, keys=keys)
     except FixError as exc:
         raise FixError(f"{exc} (--all-fixes settings moves it in the trainer instead)") from None
-    return inputs.solve(table, scope).slm_after
+    written = inputs.solve(table, scope).slm_after
+    if written is None or not hasattr(slm_extractor_class, "setup"):
+        return written
+    # What the env builder makes of env for the written variant's base (a spec fix does not move it).
+    base = slm_extractor_class(slm_snapshot, spec=spec, sets=sets, mapping=mapping,
+                               playground=getattr(brax_extractor, "playground", None))
+    return written.with_setup(base.setup(inputs.variant, env))
 
 
 # --------------------------------------------------------------------------------------

@@ -633,14 +633,38 @@ def make_env(spec):
 '''
 
 PLAYGROUND = '''
+import jax.numpy as jnp
 import numpy as np
+from mujoco_playground import registry as pg_registry
+from mujoco_playground import wrapper as pg_wrapper
+
+# Per-env action repeat (a table of SLM-Lab's own).
+_ACTION_REPEAT = {
+    "PendulumSwingup": 4,
+}
+
+
+def _build_config_overrides(env_name):
+    default_cfg = pg_registry.get_default_config(env_name)
+    return {"impl": "warp"} if hasattr(default_cfg, "impl") else {}
 
 
 class PlaygroundVecEnv:
-    def __init__(self, env_name, num_envs, device=None):
+    def __init__(self, env_name, num_envs, episode_length=1000, device=None):
         self._env_name = env_name
         self.num_envs = num_envs
         self._device = device
+        self._base_env = pg_registry.load(env_name, config_overrides=_build_config_overrides(env_name))
+        action_repeat = _ACTION_REPEAT.get(env_name, 1)
+        self._env = pg_wrapper.wrap_for_brax_training(
+            self._base_env, episode_length=episode_length, action_repeat=action_repeat
+        )
+
+    def _get_obs(self, state):
+        obs = state.obs
+        if isinstance(obs, dict):
+            obs = obs.get("state", jnp.concatenate([obs[k] for k in sorted(obs)], axis=-1))
+        return np.asarray(obs)
 
     def step(self, actions):
         self._state = self._jit_step(self._state, actions)

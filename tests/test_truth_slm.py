@@ -137,8 +137,8 @@ ENV_SCALES_IN_CLASS = fx.ENV_INIT.replace(
     "        env = VectorTransformReward(env, lambda r: r * reward_scale)\n",
     "    env = PlaygroundVecEnv(name.removeprefix(\"playground/\"), num_envs, reward_scale=reward_scale)\n")
 PLAYGROUND_SCALES = fx.PLAYGROUND.replace(
-    "    def __init__(self, env_name, num_envs, device=None):\n",
-    "    def __init__(self, env_name, num_envs, device=None, reward_scale=1.0):\n"
+    "    def __init__(self, env_name, num_envs, episode_length=1000, device=None):\n",
+    "    def __init__(self, env_name, num_envs, episode_length=1000, device=None, reward_scale=1.0):\n"
     "        self._reward_scale = reward_scale\n").replace(
     "        rewards = np.asarray(self._state.reward).astype(np.float32)\n",
     "        rewards = np.asarray(self._state.reward).astype(np.float32) * self._reward_scale\n")

@@ -54,17 +54,16 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
 
     snapshots = open_snapshots(settings, ("brax", "playground", "slm"))
     brax_extractor = BraxExtractor(snapshots["brax"], snapshots["playground"])
-    slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets)
+    slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets, playground=snapshots["playground"])
     brax: dict[str, Extraction] = {}
     slm: dict[str, Extraction] = {}
     for env in envs:
         brax[env] = brax_extractor.env(env)
         name = variant or slm_extractor.variant_for(family=brax_extractor.family_of(env), env=env)
-        slm[env] = slm_extractor.variant(name)
+        slm[env] = slm_extractor.variant(name).with_setup(slm_extractor.setup(name, env))
     if warn is not None:
         from ..session import head_warnings
 
-        snapshots = {"brax": brax_snapshot, "playground": playground_snapshot, "slm": slm_snapshot}
         for line in head_warnings(snapshots):
             warn(line)
     return brax, slm
