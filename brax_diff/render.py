@@ -36,6 +36,7 @@ from .scope import FORMATS, Scope, extraction_calls  # noqa: F401 (re-exported)
 from .severity import worst_at_or_above  # noqa: F401 (re-exported)
 from .rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order)
+from .results import join as join_results
 from .vocabulary import KEYS, PER_ENVIRONMENT, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
@@ -329,7 +330,8 @@ def changes_since(previous: dict | None, model: dict) -> dict | None:
 
 def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
                  matrix: dict | None = None, previous: dict | None = None,
-                 verification: dict | None = None, rules_origin: str = "shipped") -> dict:
+                 verification: dict | None = None, rules_origin: str = "shipped",
+                 results: tuple | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
@@ -346,6 +348,8 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
         "recommended": recommended_steps(classified),
         "findings": _findings(brax, slm),
         "matrix": matrix,
+        # Published scores joined with the matrix (a family report, --results): brax_diff.results.
+        "results": join_results(matrix, *results) if results is not None and matrix is not None else None,
         "verification": verification,
         "rules": {"origin": rules_origin,
                   "references": {k: v.to_json() for k, v in sorted(table.references.items())}},
@@ -470,7 +474,7 @@ def _changes_shape_ok(changes: Any) -> bool:
 def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
              verification: dict | None = None, rules_origin: str = "shipped",
-             progress: Callable[[str], None] = lambda text: None) -> dict:
+             progress: Callable[[str], None] = lambda text: None, results: tuple | None = None) -> dict:
     """The report model for one scope.
 
     A family report compares the family's Brax config with the SLM-Lab variant mapped to
@@ -512,7 +516,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec}
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
-                        verification=verification, rules_origin=rules_origin)
+                        verification=verification, rules_origin=rules_origin, results=results)
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",

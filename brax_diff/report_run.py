@@ -83,7 +83,8 @@ class ReportRun:
                         self.snapshots.values())
 
     def report(self, scope: Scope, *, previous_path: Path | None, verdicts: list | None,
-               linked_at: dict[str, str]) -> tuple[dict[str, str], dict, dict | Path | None]:
+               linked_at: dict[str, str], results: tuple | None = None
+               ) -> tuple[dict[str, str], dict, dict | Path | None]:
         """One scope's report: its texts ({"md": ..., "json": ...}), its model and the report
         it replaces (a model, or the path of one a kept report has not read). ``linked_at``
         is shared by the run's scopes (the commits each line was linked at)."""
@@ -98,7 +99,8 @@ class ReportRun:
 
             return scope_key(scope, extraction_calls(self.brax, self.slm, [scope], self.variant), self.snapshots,
                              variant=self.variant, spec=settings.spec, rules=settings.rules,
-                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path)
+                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path,
+                             results=None if results is None else [r.identity() if r else None for r in results])
 
         key = report_key()
         kept = self.reports.get(key) if key is not None else None
@@ -116,7 +118,8 @@ class ReportRun:
             self.links = LinkCache(fact_cache_root(settings.cache_dir))
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
-                         verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step)
+                         verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
+                         results=results)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}

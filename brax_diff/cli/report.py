@@ -98,7 +98,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    mapping: str | None = None, fmt: str = "both", output: str | None = None,
                    previous: str | None = None, check: bool = False, summary: str | None = None,
                    fail_on: str | None = None, strict: bool = False, verification: str | None = None,
-                   no_cache: bool = False, verify: bool = False, quiet: bool = False) -> None:
+                   no_cache: bool = False, verify: bool = False, quiet: bool = False,
+                   results: str | None = None, targets_ref: str | None = None) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
     from ..io import interrupted_writes, write_all, write_atomic
@@ -132,7 +133,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
         snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
         results = _generate_all(story, snapshots, settings, table, extractor_classes, set_values,
                                 family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
-                                verification=verification, verify=verify, no_cache=no_cache, check=check)
+                                verification=verification, verify=verify, no_cache=no_cache, check=check,
+                                results=results, targets_ref=targets_ref)
     for line in head_warnings(snapshots):
         story.warn(line)
     rendered = [file for result in results for file in result.files]
@@ -217,8 +219,13 @@ class ScopeResult:
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
-                  no_cache, check) -> list[ScopeResult]:
+                  no_cache, check, results=None, targets_ref=None) -> list[ScopeResult]:
     """Every scope's report, with its files (the library's :class:`ReportRun` makes the texts)."""
+    from .. import results as published
+
+    if targets_ref and not results:
+        raise BraxDiffError("--targets-ref gives the targets of --results; add --results")
+    joined = published.load(results, snapshots["slm"], targets_ref) if results else None
     from pathlib import Path
 
     from ..io import check_writable, finish_interrupted_writes
@@ -256,7 +263,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
             result = _run_verify(run.brax, run.slm, scope, variant, settings, verify_dir, set_values)
             verdicts = verification_entries(result, verify_dir, report_dir)
         texts, model, replaced = run.report(scope, previous_path=previous_path, verdicts=verdicts,
-                                            linked_at=linked_at)
+                                            linked_at=linked_at, results=joined)
         files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.file_name(variant), model, replaced, files))
     return results
@@ -433,6 +440,11 @@ def register(app) -> None:
                    "this severity exists (CRITICAL, IMPORTANT, MINOR).")
     command.flag("strict", "--strict", help="Exit 1 when a compared key is unknown on either side "
                  "(the code's shape at a ref is not read).")
+    command.option("results", "--results", help="Published per-environment scores joined with the "
+                   "environment matrix: slm (SLM-Lab's docs/BENCHMARKS.md at --slm), slm@REF, or a .md, .csv "
+                   "(env,score,target) or .yaml file.")
+    command.option("targets_ref", "--targets-ref", help="Take the targets of --results from SLM-Lab's "
+                   "docs/BENCHMARKS.md at this ref (later versions dropped them).")
     command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "
                    "join the report.")
     command.flag("no_cache", "--no-cache", help="Extract and render everything again; do not read or write "
