@@ -130,11 +130,13 @@ def test_head_then_worktree_at_the_same_commit_moves_nothing(tmp_path, monkeypat
             assert main(["report", *flags, *worktree, "--check", "--format", "github", "--summary", str(summary)]) == 0
             assert capsys.readouterr().out == ""
             assert summary.read_text().endswith("\nNo value, classification or finding moved.\n")
-    # The last run read findings from spec lines marked uncommitted.
+    # The last run read an edited spec: only the line the edit added is unlinked, so the findings'
+    # spec lines, which it left alone, still link at HEAD.
     assert main(["report", *flags, "--slm", "WORKTREE", "--format", "json", "--output", "-", "--quiet"]) == 0
     model = json.loads(capsys.readouterr().out)
     assert next(s for s in model["sources"] if s["name"] == "slm")["uncommitted"] == [SPEC_PATH]
-    assert any(p.get("uncommitted") for f in model["findings"] for p in f["provenance"])
+    spec_lines = [p for f in model["findings"] for p in f["provenance"] if p["path"] == SPEC_PATH]
+    assert spec_lines and not any(p.get("uncommitted") for p in spec_lines)
 
 
 def test_summary_is_a_short_table_with_both_lines(moved, capsys):
