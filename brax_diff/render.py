@@ -474,7 +474,8 @@ def _changes_shape_ok(changes: Any) -> bool:
 def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
              verification: dict | None = None, rules_origin: str = "shipped",
-             progress: Callable[[str], None] = lambda text: None, results: tuple | None = None) -> dict:
+             progress: Callable[[str], None] = lambda text: None, results: tuple | None = None,
+             brax_reference: str = "params") -> dict:
     """The report model for one scope.
 
     A family report compares the family's Brax config with the SLM-Lab variant mapped to
@@ -514,7 +515,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
             rows.append(EnvRow(env, brax_extractor.env(env), slm_for(row_variant, env), row_variant))
         matrix = env_matrix(rows, table)
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
-    scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec}
+    scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec, "brax_reference": brax_reference}
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
                         verification=verification, rules_origin=rules_origin, results=results)
 

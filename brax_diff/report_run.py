@@ -22,18 +22,21 @@ class ReportRun:
 
     def __init__(self, snapshots: dict, settings: Any, table: Callable[[], Any], extractor_classes: tuple,
                  set_values: dict, mapping: dict | None, *, variant: str | None, no_cache: bool,
-                 step: Callable[[str], None] = lambda text: None) -> None:
+                 step: Callable[[str], None] = lambda text: None, brax_reference: str = "params") -> None:
         from .cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
         from .factcache import FactCache
         from .factcache import cache_root as fact_cache_root
 
         self.snapshots, self.settings, self.table, self.variant = snapshots, settings, table, variant
+        self.brax_reference = brax_reference
         self.step = step
         BraxExtractor, SlmExtractor = extractor_classes
         brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
 
         def make_brax():
-            return BraxExtractor(brax_snap, playground_snap)
+            if brax_reference == "params":  # the extractor of every other command (and of test doubles)
+                return BraxExtractor(brax_snap, playground_snap)
+            return BraxExtractor(brax_snap, playground_snap, reference=brax_reference)
 
         def make_slm():
             return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping,
@@ -52,7 +55,8 @@ class ReportRun:
             recall(self.cache, snapshot)
         early = None if slm_snap.exists(settings.spec) else make_slm()  # a missing spec: its one error line now
         self.brax = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap}, self.cache,
-                                    BRAX_METHODS, values=BRAX_VALUES, factory=make_brax)
+                                    BRAX_METHODS, values=BRAX_VALUES, factory=make_brax,
+                                    identity=None if brax_reference == "params" else {"reference": brax_reference})
         self.slm = CachedExtractor(early, "slm", {"slm": slm_snap, "playground": playground_snap}, self.cache,
                                    ("variant", "setup"),
                                    identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
@@ -119,7 +123,7 @@ class ReportRun:
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
-                         results=results)
+                         results=results, brax_reference=self.brax_reference)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}

@@ -25,25 +25,33 @@ import difflib
 
 from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Extraction, Finding
+from brax_diff.scope import BRAX_REFERENCES
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS
 
 from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
 from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
+from .brax_learner import LearnerScopes
 from .brax_scope import Scope
 from .brax_setup import setup_facts
 from .playground_env import EnvConfigs
 
 FAMILIES = ("dm_control", "locomotion", "manipulation")
+REFERENCES = BRAX_REFERENCES  # where Brax's values come from (brax_diff.scope)
 assert set(FAMILIES) == set(FAMILY_PATHS)
 
 
 class BraxExtractor:
     """Canonical facts for Brax PPO at one Brax commit and one Playground commit."""
 
-    def __init__(self, brax: Snapshot, playground: Snapshot | None) -> None:
+    def __init__(self, brax: Snapshot, playground: Snapshot | None, reference: str = "params") -> None:
+        """``reference``: where Brax's values come from (:data:`REFERENCES`)."""
+        if reference not in REFERENCES:
+            raise BraxDiffError(f"unknown Brax reference {reference!r} (choose from {', '.join(REFERENCES)})")
         self.brax = brax
         self.playground = playground
+        self.reference = reference
+        self._learner = LearnerScopes(brax) if reference == "learner" else None
         self.code = BraxCode(brax)
         self._params: dict[str, ParamsFunction] = {}
         self._envs: dict[str, list[str]] = {}
@@ -94,6 +102,8 @@ class BraxExtractor:
 
     def family(self, family: str) -> Extraction:
         """The family's base config layered over the signature defaults."""
+        if self.reference != "params":
+            return self._unconfigured(family, None)
         params = self._params_function(family)
         config = params.evaluate(None)
         incomplete = params.rejecting_else()
@@ -102,6 +112,8 @@ class BraxExtractor:
     def env(self, env: str) -> Extraction:
         """The family config plus that env's if/elif overrides."""
         family = self.family_of(env)
+        if self.reference != "params":
+            return self._unconfigured(family, env)
         params = self._params_function(family)
         config = params.evaluate(env)
         findings = []
@@ -114,6 +126,19 @@ class BraxExtractor:
                                     f"{PARAMS_FUNCTION}: {reason}; branch treated as not taken",
                                     (params.snapshot.where(params.path, line),)))
         return self._layered(family, env, params, config, findings)
+
+    def _unconfigured(self, family: str, env: str | None) -> Extraction:
+        """A reference that reads no Playground config: ``train()``'s signature defaults, or
+        Brax's learner.py flags over them; every environment of the family gets the same."""
+        train, network = self.code.train_defaults(), self.code.network_defaults()
+        findings = self.code.missing_entry_points()
+        if self._learner is not None:
+            learner_train, learner_network, why = self._learner.scopes()
+            if why is not None:
+                raise BraxDiffError(f"--brax-reference learner: {why} at this Brax commit")
+            train.update(self._accepted(learner_train, TRAIN, "train"))
+            network.update(self._accepted(learner_network, PPO_NETWORKS, "make_ppo_networks"))
+        return self._extract(train, network, family=family, env=env, findings=findings)
 
     def _layered(self, family: str, env: str | None, params: ParamsFunction, config: Config,
                  findings: list[Finding] | None = None) -> Extraction:
@@ -161,7 +186,9 @@ class BraxExtractor:
         facts, derived_findings = self.code.facts(train, network, "defaults" if family is None else "config")
         for fact in facts:
             extraction.add(fact)
-        for fact in setup_facts(train, network, family=family, env=env, env_configs=self._env_configs):
+        env_configs = self._env_configs if self.reference == "params" else None  # only the params read env configs
+        for fact in setup_facts(train, network, family=family, env=env, env_configs=env_configs,
+                                reference=self.reference):
             if fact.is_unknown and env is not None:  # an environment's setup the code does not let us read
                 extraction.unknown(fact.key, fact.unknown, Finding("pattern_not_found", "WARNING", fact.unknown,
                                                                    fact.provenance, fact.key), fact.provenance)

@@ -21,10 +21,14 @@ FROM_NETWORK = {"policy_obs_keys": "policy_obs_key", "value_obs_keys": "value_ob
 
 
 def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | None,
-                env_configs: EnvConfigs | None) -> list[Fact]:
+                env_configs: EnvConfigs | None, reference: str = "params") -> list[Fact]:
     out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
     out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
-    out.append(_physics(family, env, env_configs))
+    if reference != "params":  # the environment's own config is read for Playground's configs only
+        out.append(Fact("physics_backend", None, (), unknown=f"physics_backend: the {reference} reference runs the "
+                                                            "environment as its own config says, which it does not read"))
+    else:
+        out.append(_physics(family, env, env_configs))
     return out
 
 

@@ -99,7 +99,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    previous: str | None = None, check: bool = False, summary: str | None = None,
                    fail_on: str | None = None, strict: bool = False, verification: str | None = None,
                    no_cache: bool = False, verify: bool = False, quiet: bool = False,
-                   results: str | None = None, targets_ref: str | None = None) -> None:
+                   results: str | None = None, targets_ref: str | None = None,
+                   brax_reference: str | None = None) -> None:
     """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
     from ..io import interrupted_writes, write_all, write_atomic
@@ -111,6 +112,10 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
+    from ..scope import BRAX_REFERENCES
+
+    if brax_reference is not None and brax_reference not in BRAX_REFERENCES:
+        raise BraxDiffError(f"unknown --brax-reference {brax_reference!r} (choose from {', '.join(BRAX_REFERENCES)})")
     if fmt not in FORMATS + ("github",):
         raise BraxDiffError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)}, or github with --check)")
     annotate = fmt == "github"
@@ -134,7 +139,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
         results = _generate_all(story, snapshots, settings, table, extractor_classes, set_values,
                                 family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
                                 verification=verification, verify=verify, no_cache=no_cache, check=check,
-                                results=results, targets_ref=targets_ref)
+                                results=results, targets_ref=targets_ref, brax_reference=brax_reference or "params")
     for line in head_warnings(snapshots):
         story.warn(line)
     rendered = [file for result in results for file in result.files]
@@ -219,7 +224,7 @@ class ScopeResult:
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
-                  no_cache, check, results=None, targets_ref=None) -> list[ScopeResult]:
+                  no_cache, check, results=None, targets_ref=None, brax_reference="params") -> list[ScopeResult]:
     """Every scope's report, with its files (the library's :class:`ReportRun` makes the texts)."""
     from .. import results as published
 
@@ -236,7 +241,7 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
     if verification and verify:
         raise BraxDiffError("--verification and --verify exclude each other")
     run = ReportRun(snapshots, settings, table, extractor_classes, set_values, user_mapping(settings.mapping),
-                    variant=variant, no_cache=no_cache, step=story.step)
+                    variant=variant, no_cache=no_cache, step=story.step, brax_reference=brax_reference)
     scopes = run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
@@ -440,6 +445,9 @@ def register(app) -> None:
                    "this severity exists (CRITICAL, IMPORTANT, MINOR).")
     command.flag("strict", "--strict", help="Exit 1 when a compared key is unknown on either side "
                  "(the code's shape at a ref is not read).")
+    command.option("brax_reference", "--brax-reference", metavar="params|train-defaults|learner",
+                   help="Where Brax's values come from: Playground's tuned *_params.py configs (default), "
+                   "train()'s signature defaults, or Brax's own brax/training/learner.py flag defaults.")
     command.option("results", "--results", help="Published per-environment scores joined with the "
                    "environment matrix: slm (SLM-Lab's docs/BENCHMARKS.md at --slm), slm@REF, or a .md, .csv "
                    "(env,score,target) or .yaml file.")

@@ -1,0 +1,137 @@
+"""`report --brax-reference`: where Brax's values come from. Playground's tuned configs
+(`params`, the default), `train()`'s signature defaults (`train-defaults`), or Brax's own
+`brax/training/learner.py` flag defaults (`learner`, read by the data-flow engine with a model of
+absl's flags). Fixture repositories in upstream's shape, written by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import brax_fixtures as bfx
+from brax_diff.cli import main
+from brax_diff.extractors.brax import BraxExtractor
+from brax_diff.sources import Repository
+from gitfixture import make_repo
+from test_setup import TRAIN
+from upstream_repos import MAPPING, MAPPING_FILE, playground_files
+import slm_fixtures as sfx
+
+LEARNER = '''
+"""Fixture training script: absl flags, one branch per learner."""
+import functools
+
+from absl import app
+from absl import flags
+from brax import envs
+from brax.training.agents.ppo import networks as ppo_networks
+from brax.training.agents.ppo import train as ppo
+from brax.training.agents.sac import train as sac
+
+_LEARNER = flags.DEFINE_enum("learner", "sac", ["ppo", "sac"], "Which algorithm to run.")
+_ENV = flags.DEFINE_string("env", "ant", "Environment.")
+_TOTAL_ENV_STEPS = flags.DEFINE_integer("total_env_steps", 50_000_000, "Env steps.")
+_NUM_ENVS = flags.DEFINE_integer("num_envs", 256, "Envs.")
+_EPISODE_LENGTH = flags.DEFINE_integer("episode_length", 500, "Episode length.")
+_ACTION_REPEAT = flags.DEFINE_integer("action_repeat", 2, "Action repeat.")
+_LEARNING_RATE = flags.DEFINE_float("learning_rate", 5e-4, "Learning rate.")
+_UNROLL_LENGTH = flags.DEFINE_integer("unroll_length", 10, "Unroll length.")
+_POLICY_LAYERS = flags.DEFINE_string("policy_hidden_layer_sizes", None, "Policy layers.")
+_VALUE_OBS_KEY = flags.DEFINE_string("value_obs_key", None, "Critic inputs.")
+
+
+def main(unused_argv):
+  env = envs.get_environment(_ENV.value)
+  if _LEARNER.value == "sac":
+    sac.train(environment=env, num_timesteps=_TOTAL_ENV_STEPS.value)
+  elif _LEARNER.value == "ppo":
+    network_factory = ppo_networks.make_ppo_networks
+    if _POLICY_LAYERS.value is not None:
+      sizes = tuple(int(x) for x in _POLICY_LAYERS.value.split(","))
+      network_factory = functools.partial(network_factory, policy_hidden_layer_sizes=sizes)
+    if _VALUE_OBS_KEY.value is not None:
+      network_factory = functools.partial(network_factory, value_obs_key=_VALUE_OBS_KEY.value)
+    ppo.train(
+        environment=env,
+        num_timesteps=_TOTAL_ENV_STEPS.value,
+        num_envs=_NUM_ENVS.value,
+        episode_length=_EPISODE_LENGTH.value,
+        action_repeat=_ACTION_REPEAT.value,
+        learning_rate=_LEARNING_RATE.value,
+        unroll_length=_UNROLL_LENGTH.value,
+        network_factory=network_factory,
+    )
+
+
+if __name__ == "__main__":
+  app.run(main)
+'''
+LEARNER_PATH = "brax/training/learner.py"
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reference")
+    make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN, LEARNER_PATH: LEARNER}],
+              origin="https://github.com/google/brax.git")
+    make_repo(root / "playground", [playground_files()], origin="https://github.com/google-deepmind/mujoco_playground.git")
+    make_repo(root / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING}], origin="https://github.com/kengz/SLM-Lab.git",
+              branch="master")
+    return {name: root / name for name in ("brax", "playground", "slm")}
+
+
+def extractor(repos, reference: str) -> BraxExtractor:
+    return BraxExtractor(Repository(repos["brax"], "brax").resolve("HEAD"),
+                         Repository(repos["playground"], "playground").resolve("HEAD"), reference=reference)
+
+
+def test_learner_reads_the_flag_defaults_main_passes_to_ppo_train(repos):
+    facts = extractor(repos, "learner").env("BallInCup")
+    assert (facts.value("num_envs"), facts.value("unroll_length"), facts.value("learning_rate")) == (256, 10, 5e-4)
+    assert (facts.value("episode_length"), facts.value("action_repeat")) == (500, 2)
+    assert facts.value("training_env_steps") == 50_000_000
+    # Flags left at None add no partial: make_ppo_networks' own defaults stand.
+    assert facts.value("value_obs_keys") == "state"
+    lines = {(p.path, p.line) for p in facts.facts["num_envs"].provenance}
+    assert (LEARNER_PATH, bfx.line_of(LEARNER, '"num_envs", 256')) in lines  # the flag's default
+    assert (LEARNER_PATH, bfx.line_of(LEARNER, "ppo.train(")) in lines  # the call that passes it
+    # The same for every environment: the script reads no Playground config (BallInCup's
+    # discount override in Playground's config does not apply).
+    other = extractor(repos, "learner").env("CheetahRun")
+    assert other.value("discount") == facts.value("discount") == 0.99
+    assert extractor(repos, "params").env("BallInCup").value("discount") == 0.95
+
+
+def test_train_defaults_are_the_signature_alone(repos):
+    facts = extractor(repos, "train-defaults").env("BallInCup")
+    assert (facts.value("num_envs"), facts.value("unroll_length"), facts.value("episode_length")) == (4, 8, 1000)
+    assert facts.value("discount") == 0.99 and facts.value("learning_rate") == 3e-4
+    assert facts.facts["training_env_steps"].is_unknown  # num_timesteps has no default
+
+
+def test_report_names_the_reference_and_refuses_an_unknown_one(repos, capsys, tmp_path):
+    flags = ["--brax-repo", str(repos["brax"]), "--playground-repo", str(repos["playground"]), "--slm-repo",
+             str(repos["slm"]), "--mapping", str(repos["slm"] / MAPPING_FILE), "--env", "BallInCup"]
+    assert main(["report", *flags, "--brax-reference", "learner", "--format", "md", "--output", "-"]) == 0
+    text = capsys.readouterr().out
+    assert ("Brax reference: the flag defaults of Brax's own `brax/training/learner.py` (`--learner ppo`), over "
+            "`train()`'s defaults; it reads no Playground config.") in text
+    assert main(["report", *flags, "--format", "json", "--output", "-"]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert model["scope"]["brax_reference"] == "params"
+    assert main(["report", *flags, "--brax-reference", "paper", "--output", "-", "--format", "md"]) == 2
+    assert capsys.readouterr().err == ("error: unknown --brax-reference 'paper' (choose from params, train-defaults, "
+                                       "learner)\n")
+
+
+def test_a_learner_script_the_engine_cannot_follow_is_one_error_line(tmp_path, capsys):
+    root = tmp_path
+    make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN,
+                               LEARNER_PATH: LEARNER.replace("    ppo.train(\n", "    ppo.fit(\n")}])
+    make_repo(root / "playground", [playground_files()])
+    broken = BraxExtractor(Repository(root / "brax", "brax").resolve("HEAD"),
+                           Repository(root / "playground", "playground").resolve("HEAD"), reference="learner")
+    with pytest.raises(Exception, match="--brax-reference learner: main\\(\\) in brax/training/learner.py makes no "
+                                        "ppo.train call"):
+        broken.env("BallInCup")
