@@ -26,8 +26,6 @@ import hashlib
 import importlib
 import json
 import importlib.util
-import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +34,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .errors import BraxDiffError, SourceError
 from .facts import Extraction, Fact, SourceInfo, dumps
 from .factcache import CachedResult, FactCache, _rebase_provenance, shipped_version  # noqa: F401 (re-exported)
-from .sources import ObjectIds, Repository, Snapshot, open_all  # noqa: F401 (ObjectIds: re-exported)
+from .sources import ObjectIds, Repository, Snapshot, open_all, run_git  # noqa: F401 (ObjectIds: re-exported)
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 
@@ -247,8 +245,7 @@ def parse_range(text: str) -> tuple[str | None, str]:
 
 
 def _git(repo: Repository, *args: str) -> str:
-    done = subprocess.run(["git", "-C", repo.git_dir, *args], capture_output=True, text=True,
-                          env={**os.environ, "GIT_LITERAL_PATHSPECS": "0"})
+    done = run_git("-C", repo.git_dir, *args, env={"GIT_LITERAL_PATHSPECS": "0"})
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or ["git failed"])[-1]
         raise SourceError(f"{repo.side}: git {args[0]} failed in {repo.location}: {message}")
@@ -273,9 +270,7 @@ def first_parent_log(repo: Repository, start: str | None, end: str) -> list[Comm
 
 def is_ancestor(repo: Repository, ancestor: str, descendant: str) -> bool:
     """Whether commit ``ancestor`` is reachable from ``descendant``."""
-    done = subprocess.run(["git", "-C", repo.git_dir, "merge-base", "--is-ancestor", ancestor, descendant],
-                          capture_output=True, text=True)
-    return done.returncode == 0
+    return run_git("-C", repo.git_dir, "merge-base", "--is-ancestor", ancestor, descendant).returncode == 0
 
 
 def pathspec(path: str) -> str:

@@ -150,12 +150,29 @@ def _as_bytes(data: str | bytes) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else data
 
 
+def _not_regular(mode: int) -> str | None:
+    """What a file of this (lstat) mode is when not a regular file: a write renamed over it
+    would replace a symbolic link, or a device such as /dev/full."""
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "a special file"
+
+
 def check_writable(target: str | os.PathLike) -> None:
-    """One error line when ``target`` cannot be written: it is a directory, or a file sits
-    where one of its parent directories would be. Creates nothing."""
+    """One error line when ``target`` cannot be written: it is a directory or anything else
+    that is not a regular file (it is never replaced), or a file sits where one of its parent
+    directories would be. Creates nothing."""
     target = Path(target)
     if target.is_dir():
         raise BraxDiffError(f"cannot write {target}: it is a directory")
+    try:
+        kind = _not_regular(os.lstat(target).st_mode)
+    except OSError:
+        kind = None  # nothing there (yet): the write creates it
+    if kind is not None:
+        raise BraxDiffError(f"cannot write {target}: it is {kind}, not a regular file")
     for parent in target.parents:
         if parent.exists() or parent.is_symlink():
             if not parent.is_dir():
@@ -205,6 +222,37 @@ def _directory_lock(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+@contextlib.contextmanager
+def edit_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Held while one process reads, rewrites and reads back ``path`` in place: another one
+    waits, then reads what this one wrote (two `fix --in-place` runs keep both variants). The
+    lock is a file beside it, ``.<name>.brax-diff.lock``, removed when released."""
+    path = Path(path)
+    lock = path.parent / f".{path.name}.brax-diff.lock"
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise BraxDiffError(f"cannot lock {path}: cannot create {lock}: {_why(exc)}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, current = os.fstat(fd), os.stat(lock)
+            if (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino):
+                break
+        except FileNotFoundError:
+            pass  # the last holder removed the file we waited on: lock the one there now
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()  # before the lock is released: a waiter then finds the name gone and retries
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -334,5 +382,5 @@ def signals_as_exceptions() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-__all__ = ["read_bytes", "read_text", "read_json", "write_atomic", "write_all", "finish_interrupted_writes",
+__all__ = ["read_bytes", "read_text", "read_json", "write_atomic", "write_all", "edit_lock", "finish_interrupted_writes",
            "interrupted_writes", "check_writable", "signals_as_exceptions", "Interrupted", "STAGING_PREFIX"]

@@ -9,14 +9,13 @@ its source table, and a moved fact changes the links into its own file, not ever
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from .errors import BraxDiffError
 from .facts import Provenance, dumps
 from .io import read_json, write_atomic
-from .sources import Snapshot
+from .sources import Snapshot, run_git
 
 # Bump when what is stored changes: old files are then never read.
 LINKS_LAYOUT = "v1"
@@ -41,8 +40,7 @@ def file_key(repo: str, commit: str, path: str) -> str:
 def _last_change(snapshot: Snapshot, path: str) -> str:
     """The last commit at or before the snapshot's that changed ``path``, when the file there
     is the same blob; else the snapshot's own commit."""
-    done = subprocess.run(["git", "-C", snapshot.repository.git_dir, "log", "-1", "--format=%H", snapshot.sha,
-                           "--", path], capture_output=True, text=True)
+    done = run_git("-C", snapshot.repository.git_dir, "log", "-1", "--format=%H", snapshot.sha, "--", path)
     found = done.stdout.strip()
     if done.returncode != 0 or not found or found == snapshot.sha:
         return snapshot.sha

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BraxDiffError
-from .io import read_text, write_atomic
+from .io import read_bytes, read_text, write_atomic
 
 LAYOUT_VERSION = "v1"
 _PACKAGE = Path(__file__).resolve().parent
@@ -58,11 +58,12 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
-def file_digest(path: str | Path | None) -> str | None:
-    """Digest of a user's file (rules, mapping); None for none."""
+def file_digest(path: str | Path | None, what: str) -> str | None:
+    """Digest of a user's file (rules, the previous report), read as every input file is
+    (a FIFO or /dev/zero is one error line); None for none."""
     if path is None:
         return None
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(read_bytes(path, what)).hexdigest()
 
 
 def report_key(inputs: dict[str, Any]) -> str:
@@ -91,8 +92,9 @@ def scope_key(scope: Any, calls: list, snapshots: dict, *, variant: str | None, 
             return None
         answers.append([method, *arguments, identity])
     try:
-        previous = file_digest(previous_path) if previous_path is not None and previous_path.exists() else None
-        rules_file = file_digest(rules)
+        previous = (file_digest(previous_path, "previous report")
+                    if previous_path is not None and previous_path.exists() else None)
+        rules_file = file_digest(rules, "rules file")
     except OSError:
         return None  # the run that reads it says why
     return report_key({

@@ -42,6 +42,41 @@ DEFAULT_URLS = {
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/([^/]+?)(?:\.git)?/?$")
 
 
+# Settings under which git runs nothing a repository's own configuration names: brax-diff
+# reads upstream repositories and runs none of their code. Given as `-c` settings (in the
+# environment, so GitPython's git processes and git's own children get them too), they
+# outrank the repository's.
+_INERT_SETTINGS = (
+    ("log.showSignature", "false"),  # else `git log` runs gpg.program on a signed commit
+    ("core.fsmonitor", "false"),  # a command run whenever the index is read
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("diff.external", ""),
+    ("core.askPass", ""),
+    ("credential.helper", ""),  # an empty value empties the list of helpers
+)
+# The transports a clone or fetch of a URL may use. A read uses none: a partial clone fetches
+# a missing object from its promisor remote, whose settings (uploadpack, vcs, sshCommand) name
+# commands. GIT_ALLOW_PROTOCOL overrides every protocol.*.allow setting; GIT_NO_LAZY_FETCH
+# (git 2.44) stops the fetch before it starts.
+CLONE_TRANSPORTS = "file:git:http:https:ssh"
+
+
+def git_environment(transports: str = "") -> dict[str, str]:
+    """The variables every git process brax-diff starts runs with (see _INERT_SETTINGS); a
+    read gets no transport, a clone or fetch ``CLONE_TRANSPORTS``."""
+    settings = " ".join(f"'{key}={value}'" for key, value in _INERT_SETTINGS)
+    inherited = os.environ.get("GIT_CONFIG_PARAMETERS")
+    return {"GIT_CONFIG_PARAMETERS": f"{inherited} {settings}" if inherited else settings,
+            "GIT_ALLOW_PROTOCOL": transports, "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def run_git(*args: str, transports: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``git ARGS`` under ``git_environment`` (text output, never raising)."""
+    return subprocess.run(["git", *args], capture_output=True, text=True,
+                          env={**os.environ, **git_environment(transports), **(env or {})})
+
+
 def github_web_url(url: str) -> str | None:
     """``git@github.com:org/repo.git`` or ``https://github.com/org/repo`` -> web URL."""
     match = _GITHUB.match(url.strip())
@@ -81,9 +116,7 @@ def _clone_path(url: str, root: Path) -> Path:
 
 
 def _is_repository(path: Path) -> bool:
-    done = subprocess.run(["git", "--git-dir", str(path), "rev-parse", "--is-bare-repository"],
-                          capture_output=True, text=True)
-    return done.returncode == 0
+    return run_git("--git-dir", str(path), "rev-parse", "--is-bare-repository").returncode == 0
 
 
 @contextlib.contextmanager
@@ -106,8 +139,8 @@ def _locate(path: Path, side: str, location: str) -> tuple[str, bool, str | None
     """(git dir, bare, work tree top) of the repository at ``path``, as git itself sees it (one
     process, no GitPython); a path that is not a repository's top is a SourceError, as it was
     when GitPython opened it."""
-    done = subprocess.run(["git", "-C", str(path), "rev-parse", "--absolute-git-dir", "--is-bare-repository",
-                           "--is-inside-git-dir", "--show-cdup"], capture_output=True, text=True)
+    done = run_git("-C", str(path), "rev-parse", "--absolute-git-dir", "--is-bare-repository",
+                   "--is-inside-git-dir", "--show-cdup")
     lines = done.stdout.split("\n")
     here = path.resolve()
     if done.returncode == 0 and len(lines) >= 3:
@@ -123,16 +156,17 @@ def _open(path: Path) -> "git.Repo":
     import git
 
     repo = git.Repo(path)
+    repo.git.update_environment(**git_environment())
     if not repo.bare:
         # A bare repository with extensions.worktreeConfig keeps core.bare in config.worktree,
         # which GitPython does not read: it then takes the parent folder for a work tree and
         # every ref lookup fails. Ask git itself.
-        done = subprocess.run(["git", "-C", str(path), "rev-parse", "--is-bare-repository"],
-                              capture_output=True, text=True)
+        done = run_git("-C", str(path), "rev-parse", "--is-bare-repository")
         if done.stdout.strip() == "true":
             repo._bare = True
             repo._working_tree_dir = None
             repo.git = repo.GitCommandWrapperType(repo.git_dir)
+            repo.git.update_environment(**git_environment())
             repo.odb = type(repo.odb)(repo.odb.root_path, repo.git)
     return repo
 
@@ -173,7 +207,7 @@ class ObjectIds:
         if found is None:
             from git.objects.fun import tree_entries_from_data
 
-            data = self.repo.git.odb.stream(binsha).read()
+            data = self.repo.object_stream(binsha, self.repo.side).read()
             found = {name: (mode, sha) for sha, mode, name in tree_entries_from_data(data)}
             self.trees[binsha] = found
         return found
@@ -285,7 +319,16 @@ class Repository:
 
     def git_command(self, *args: str) -> subprocess.CompletedProcess:
         """``git ARGS`` on this repository (text output, never raising)."""
-        return subprocess.run(["git", "--git-dir", self.git_dir, *args], capture_output=True, text=True)
+        return run_git("--git-dir", self.git_dir, *args)
+
+    def object_stream(self, binsha: bytes, what: str):
+        """GitPython's stream of an object; one a partial clone lacks is a SourceError, since git
+        runs here with no transport to fetch it (see git_environment)."""
+        try:
+            return self.git.odb.stream(binsha)
+        except ValueError:  # GitPython's word for `git cat-file` answering "missing"
+            raise SourceError(f"{what}: git object {binsha.hex()} is missing from {self.location}; brax-diff "
+                              f"does not fetch what a partial clone lacks") from None
 
     def head_sha(self) -> str | None:
         done = self.git_command("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
@@ -311,7 +354,6 @@ class Repository:
     @staticmethod
     def _clone_or_fetch(url: str, target: Path, fetch: bool) -> Path:
         """Under the repository's lock: fetch the cached clone, or clone it whole."""
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
         for leftover in target.parent.glob(glob.escape(target.name) + ".partial-*"):
             shutil.rmtree(leftover, ignore_errors=True)  # a clone killed part-way (we hold the lock)
         if target.exists() and not _is_repository(target):
@@ -322,15 +364,13 @@ class Repository:
                 target.unlink()
         if target.exists():
             if fetch:
-                done = subprocess.run(["git", "--git-dir", str(target), "fetch", "--prune", "--quiet"],
-                                      capture_output=True, text=True, env=env)
+                done = run_git("--git-dir", str(target), "fetch", "--prune", "--quiet", transports=CLONE_TRANSPORTS)
                 if done.returncode != 0:
                     _warn(f"could not fetch {url} (offline?); using the cached clone in {target}")
             return target
         partial = Path(tempfile.mkdtemp(prefix=target.name + ".partial-", dir=target.parent))
         try:
-            done = subprocess.run(["git", "clone", "--mirror", "--quiet", "--", url, str(partial)],
-                                  capture_output=True, text=True, env=env)
+            done = run_git("clone", "--mirror", "--quiet", "--", url, str(partial), transports=CLONE_TRANSPORTS)
             if done.returncode != 0:
                 reason = (done.stderr.strip().splitlines() or ["git clone failed"])[-1]
                 raise SourceError(f"cannot clone {url} and no cached clone exists in {target}: {reason}")
@@ -444,7 +484,7 @@ class Snapshot:
         if found is None:
             raise SourceError(f"{self.side}: {path} not found at {self.ref} ({self.sha[:12]}) "
                               f"in {self.repository.location}")
-        stream = self.repository.git.odb.stream(bytes.fromhex(found))
+        stream = self.repository.object_stream(bytes.fromhex(found), f"{self.side}: {path} at {self.ref} ({self.sha[:12]})")
         if stream.size > limits.MAX_FILE_BYTES:
             raise limits.LimitExceeded(f"{self.side}: {path} at {self.ref} ({self.sha[:12]}): {stream.size} bytes; "
                                        f"the limit is {limits.MAX_FILE_BYTES} bytes")

@@ -6,6 +6,7 @@ Exit codes: 0 done; 2 bad input (one ``error: ...`` line; the spec file untouche
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from .parser import integer, path as path_type
@@ -62,7 +63,7 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
     print the residual: what still differs, and why."""
     from ..config import load_settings
     from ..errors import FixError
-    from ..io import read_text, write_atomic
+    from ..io import edit_lock, read_text, write_atomic
     from ..story import Story
     from ..worktree import WORKTREE, git_blob_id
     from .common import parse_sets, user_mapping
@@ -99,9 +100,11 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
 
     BraxExtractor, SlmExtractor = load_extractors()
     story = Story.on_stderr(quiet)
-    with story.running():
+    with story.running(), contextlib.ExitStack() as held:
         snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
         target = _in_place_target(snapshots["slm"], settings.spec) if in_place else None
+        if target is not None:  # before the spec is read: a second --in-place run writes on top of this one
+            held.enter_context(edit_lock(target))
         if output is not None:
             _check_output(output, snapshots["slm"], settings.spec)
         story.step("extracting Brax and SLM-Lab")

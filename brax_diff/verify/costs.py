@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BraxDiffError
+from ..io import read_text
 from .plan import BRAX, Plan, RunSpec
 from .settings import TrainerSettings
 
@@ -55,7 +56,7 @@ def load_throughput(path: str | Path | None = None) -> Throughput:
             text = resources.files("brax_diff").joinpath("data/throughput.toml").read_text(encoding="utf-8")
             origin = "brax_diff/data/throughput.toml"
         else:
-            text, origin = Path(path).read_text(encoding="utf-8"), str(path)
+            text, origin = read_text(path, "--throughput"), str(path)  # a regular file within the limits
         data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise BraxDiffError(f"cannot read throughput file {path}: {exc}") from None

@@ -7,7 +7,6 @@ stage must not need them to plan from saved JSON), or from Extraction JSON files
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -18,12 +17,9 @@ from ..facts import Extraction
 
 def load_extraction(path: str | Path, side: str) -> Extraction:
     """An Extraction saved as JSON; it must be the ``side`` it is given for."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BraxDiffError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise BraxDiffError(f"{path}: not JSON: {exc}") from None
+    from ..io import read_json
+
+    data = read_json(path, f"--{side}-json")  # a regular file within the limits, else one error line
     if isinstance(data, list):
         if len(data) != 1:
             raise BraxDiffError(f"{path}: holds {len(data)} extractions, expected one")

@@ -60,6 +60,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gpu": {"num_envs": None, "seeds": 5, "budget": 5_000_000, "evals": 10, "eval_envs": 128,
             "arms": ["gap", "loo"], "jobs": 1},
 }
+# The most each count flag may ask for (docs/verify.md#limits): far above any real run (the
+# presets: 5 seeds, 5M steps, 128 eval envs), and low enough that planning one stays quick and
+# small (a plan holds a run per arm, environment and seed: 10**8 seeds exhausted memory).
+COUNT_LIMITS: dict[str, int] = {"seeds": 1_000, "budget": 10_000_000_000, "num_envs": 65_536, "evals": 1_000,
+                                "eval_envs": 65_536, "jobs": 1_024}
 _DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
                                     "evals": DEFAULT_EVALS, "eval_envs": DEFAULT_EVAL_ENVS,
                                     "arms": list(DEFAULT_ARM_GROUPS), "jobs": 1, "overrides": {}}
@@ -76,6 +81,10 @@ def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
     overrides = dict(options["overrides"])
     overrides.update(given.pop("overrides", None) or {})
     options.update({k: v for k, v in given.items() if v is not None})
+    for name, limit in COUNT_LIMITS.items():
+        if options[name] is not None and options[name] > limit:
+            raise BraxDiffError(f"--{name.replace('_', '-')} must be <= {limit:,}, got {options[name]:,} "
+                                "(docs/verify.md#limits)")
     options["overrides"] = overrides
     arms = options["arms"]
     if isinstance(arms, str):
