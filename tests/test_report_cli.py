@@ -137,7 +137,7 @@ def test_default_renders_every_family_deterministically(workspace, capsys):
     assert "| `BallInCup` |" not in md and "| BallInCup | ppo_playground |" in md  # the env matrix
     data = json.loads(first["dm_control.json"])
     assert data["scope"] == {"env": None, "family": "dm_control", "spec": "slm_lab/spec/benchmark_arc/ppo/"
-                             "ppo_playground.yaml", "variant": "ppo_playground"}
+                             "ppo_playground.yaml", "variant": "ppo_playground", "brax_reference": "params"}
     assert data["sources"][2]["repo"] == "https://github.com/kengz/SLM-Lab"
     assert "wrote reports/dm_control.md" in capsys.readouterr().err
 
