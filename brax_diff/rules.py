@@ -229,6 +229,17 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
             fact = getattr(ctx.difference, side)
             return fact is not None and not fact.is_unknown and values_equal(fact.value, arg)
         return Predicate(test, f"{_side(side)} is {_show(arg)}", _side_value(side), _side_value(side))
+    if name in ("brax_below", "slm_below"):
+        side, bound = name.split("_")[0], arg
+        if not is_number(bound):
+            raise ConfigError(f"{where}: {name} needs a number, got {bound!r}")
+        def test(ctx: Context, side=side, bound=bound) -> bool:
+            fact = getattr(ctx.difference, side)
+            return fact is not None and not fact.is_unknown and is_number(fact.value) and fact.value < bound
+        return Predicate(test, f"{_side(side)}'s value is below {_show(bound)}",
+                         lambda c, side=side, bound=bound: f"{_side(side)}'s value "
+                         f"{_spoken(getattr(c.difference, f'{side}_value'))} is below {_show(bound)}",
+                         lambda c, side=side, bound=bound: f"{_side(side)}'s value is not below {_show(bound)}")
     if name in ("brax_in", "slm_in"):
         side, choices = name.split("_")[0], _list_arg(name, arg, where)
         def test(ctx: Context, side=side, choices=choices) -> bool:
@@ -274,6 +285,8 @@ PREDICATES = {
     "abs_diff_at_least": ("X", "both numbers, at least X apart"),
     "brax_is": ("V", "Brax's value equals V (null allowed)"),
     "slm_is": ("V", "SLM-Lab's value equals V (null allowed)"),
+    "brax_below": ("N", "Brax's value is a number below N"),
+    "slm_below": ("N", "SLM-Lab's value is a number below N"),
     "brax_in": ("[V, ...]", "Brax's value is one of these"),
     "slm_in": ("[V, ...]", "SLM-Lab's value is one of these"),
     "key_in": ("[KEY, ...]", "the classified key is one of these (rules covering several keys)"),

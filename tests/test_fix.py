@@ -265,7 +265,7 @@ def test_explain_sets_each_option_residual_side_by_side(upstreams, capsys):
     (["--keys", "activation", "--diff"], "--keys activation: already matches Brax"),
     (["--phase", "99", "--diff"], "unknown phase 99: the recommended order has"),
     (["--phase", "0", "--diff"], "unknown phase 0"),
-    (["--phase", "9", "--diff"], "phase 9 (BD026 std-upper-bound, std_max): its fix is a code change"),
+    (["--phase", "10", "--diff"], "phase 10 (BD018 bootstrap-on-timeout, bootstrap_on_timeout): its fix is a code change"),
     (["--keys", "discount", "--phase", "1", "--diff"], "--phase and --keys exclude each other"),
     (["--alternative", "sideways", "--diff"], "unknown --alternative 'sideways' (the rules offer: longer-horizon, "
                                               "more-envs)"),

@@ -44,7 +44,7 @@ def test_shipped_rules_are_complete():
     assert codes == sorted(codes) and len(set(codes)) == len(codes) == 39
     assert {r.topic for r in table.rules} == set(TOPIC_TITLES)  # every topic has a rule
     assert set(table.references) == {"andrychowicz2021", "huang2022", "engstrom2020", "pardo2018", "braylan2015",
-                                     "pinto2018", "zakka2025"}
+                                     "pinto2018", "zakka2025", "kingma2015"}
     for rule in table.rules:
         assert rule.rationale and rule.fix.text and rule.risk.level in RISK_LEVELS and rule.references
         assert all(case.then in SEVERITIES for case in rule.cases)
@@ -132,7 +132,10 @@ def test_discount_severity_follows_the_effective_horizon():
 def test_the_reason_a_case_held_is_a_sentence_about_the_values_not_the_predicate():
     c = classified()
     assert c["max_grad_norm"].because == "Brax's value is none"  # any_of: the part that held
-    assert c["std_max"].because == "Brax's value is none and SLM-Lab's value is 1.6487"  # not: slm_is null
+    assert c["std_max"].because == "the values differ"  # a cap above the action range's half-width: MINOR
+    capped = classified(slm=slm_extraction({"std_max": 0.5}))["std_max"]
+    assert (capped.severity, capped.because) == ("IMPORTANT", "Brax's value is none and SLM-Lab's value 0.5 is "
+                                                              "below 1.0")
     assert c["bootstrap_on_timeout"].because == "SLM-Lab has no value"  # differs, one side missing
     assert c["lr_schedule"].because == "the values differ"  # key_in only picks the key
     assert c["value_hidden_layers"].because == "the lists differ in length"
