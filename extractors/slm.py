@@ -280,18 +280,10 @@ class _VariantFacts:
             spec_at = self.at_spec(dotted)
             code_at = tuple(p for p in fact.provenance if p != spec_at)
             causes.setdefault((dotted, repr(fact.declared), repr(fact.value), code_at), []).append(fact)
-        for (dotted, _, _, code_at), facts in causes.items():
-            spec_at = self.at_spec(dotted)
-            files: dict[str, list[str]] = {}
-            for p in code_at:
-                if p.path != self.spec.path:
-                    files.setdefault(p.path, []).append(str(p.line))
-            shown = ", ".join(f"{path}:{','.join(lines)}" for path, lines in files.items())
-            runs = f" ({shown})" if shown else ""
+        for (dotted, _, _, code_at), facts in causes.items():  # the lines are the finding's provenance
             self.find("declared_not_effective", "WARNING",
-                      f"{', '.join(f.key for f in facts)}: the spec asks for {facts[0].declared!r} ({dotted}, "
-                      f"{spec_at.path}:{spec_at.line}), but the code runs {facts[0].value!r}{runs}",
-                      (spec_at, *code_at), facts[0].key)
+                      f"{', '.join(f.key for f in facts)}: the spec asks for {facts[0].declared!r} ({dotted}), "
+                      f"but the code runs {facts[0].value!r}", (self.at_spec(dotted), *code_at), facts[0].key)
 
     def _ignored_sets(self) -> None:
         """A ``--set KEY=VALUE`` (SLM-Lab's ``-s``) is text put in place of ``${KEY}``: a variant
@@ -307,8 +299,7 @@ class _VariantFacts:
             written = [(path, self.spec.lines[path]) for path in spec_file.placeholder_paths(key)
                        if path in self.spec.lines]
             where = tuple(self.snapshot.where(self.spec.path, line) for _, line in written)
-            shown = "; ".join(f"{'.'.join(path)} is {self.spec.get('.'.join(path))!r} ({self.spec.path}:{line})"
-                              for path, line in written)
+            shown = "; ".join(f"{'.'.join(path)} is {self.spec.get('.'.join(path))!r}" for path, _ in written)
             fact = self.out.facts.get("training_env_steps")
             max_frame = any(path == ("env", "max_frame") for path, _ in written)
             if max_frame and fact is not None and not fact.is_unknown:

@@ -127,14 +127,15 @@ def test_a_value_passed_where_the_loss_is_called_is_the_one_it_receives(repos):
     # partials and a keyword, and a wrapper forwards **kwargs to the loss (not its default 1e-4)
     x = extractor(repos, "call_binding")
     facts = x.defaults().facts
-    assert facts["entropy_coef"].value == pytest.approx(1e-3) and facts["entropy_coef_final"].value == pytest.approx(1e-3)
+    assert facts["entropy_coef"].value == pytest.approx(1e-3)
+    assert facts["entropy_coef_final"].value == pytest.approx(1e-3)
     passed = fx.line_of(fx.TRAIN_CALL_BINDING, "entropy_cost=entropy_cost)")  # the keyword minibatch_step passes
     assert "loss_and_pgrad_fn(" in fx.TRAIN_CALL_BINDING.lstrip("\n").splitlines()[passed - 2]
     assert train_lines(facts["entropy_coef"]) == {fx.line_of(fx.TRAIN_CALL_BINDING, "entropy_cost: float = 1e-3"),
                                                    passed}
     assert x.family("dm_control").value("entropy_coef") == pytest.approx(1e-3)
     assert x.env("FingerTurnEasy").value("entropy_coef") == pytest.approx(0.02)  # the config's, passed at the call
-    assert extractor(repos, "call_binding").defaults().facts["value_loss_coef"].value == pytest.approx(0.4)
+    assert facts["value_loss_coef"].value == pytest.approx(0.4)
 
 
 def test_a_value_computed_when_the_step_runs_is_unknown_not_the_default(repos):
