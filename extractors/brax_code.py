@@ -311,6 +311,8 @@ class _Derivation:
         return value
 
     def coefficient(self, value: flow.V, keys: tuple[str, ...], what: str) -> flow.Linear:
+        if isinstance(value.data, flow.Unknown):  # e.g. a loss argument not decided where the loss is called
+            raise PatternNotFound(keys, LOSSES, f"{what} is not known: {value.data.reason}")
         parts = flow.linear(value)
         if parts.coefficient is None:
             raise PatternNotFound(keys, LOSSES, f"cannot evaluate the constant factors of {what} "

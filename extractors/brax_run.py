@@ -19,7 +19,8 @@ import libcst as cst
 from brax_diff.facts import Provenance
 
 from .brax_scope import Code, Scope, Setting
-from .flow import CallRecord, Engine, Frame, Function, Loader, Partial, Raised, V, const, is_const, plain, sym
+from .flow import (CallRecord, Engine, Frame, Function, Invocation, Loader, Partial, Raised, V, const, is_const,
+                   plain, sym, unknown, why_not_constant)
 from .pyast import call_kwargs
 
 TRAIN_MODULE = "brax.training.agents.ppo.train"
@@ -63,6 +64,8 @@ class TrainRun:
         self.calls: list[CallRecord] = []
         self._nested: dict[int, Frame | None] = {}
         self._loss: tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None] | None = None
+        self._calls: tuple[list[Invocation], list[tuple]] | None = None
+        self._received: dict[str, tuple[V, tuple, str]] | None = None
         module = self.engine.module(TRAIN_MODULE)
         found = self.engine.lookup(module, "train") if module is not None else None
         if found is None or not isinstance(found.data, Function):
@@ -141,8 +144,9 @@ class TrainRun:
         return None
 
     def loss(self) -> tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None]:
-        """compute_ppo_loss run once with the arguments train() binds and symbolic data:
-        its final frame, the calls it made, the function and the binding record."""
+        """compute_ppo_loss run once with the arguments it receives where the code calls it
+        (:meth:`received`) and symbolic data: its final frame, the calls it made, the function
+        and the binding record."""
         if self._loss is None:
             binding = self.loss_binding()
             if binding is None:
@@ -151,6 +155,7 @@ class TrainRun:
             function: Function = binding.args[0].data
             positional = list(binding.args[1:])
             kwargs = dict(binding.kwargs)
+            kwargs.update({name: value for name, (value, _, _) in self.received(function, binding).items()})
             kwargs.update(open_arguments(function, set(kwargs), len(positional)))
             before = len(self.engine.calls)
             _, frame = self.engine.run(V(function), *positional, **kwargs)
@@ -158,7 +163,8 @@ class TrainRun:
         return self._loss
 
     def loss_scope(self) -> Scope | None:
-        """compute_ppo_loss's parameters as train() binds them: defaults < bound keywords."""
+        """compute_ppo_loss's parameters as it receives them: defaults < what train()'s
+        functools.partial binds < what the call passes."""
         _, _, function, binding = self.loss()
         if function is None or binding is None:
             return None
@@ -171,7 +177,98 @@ class TrainRun:
             if name in arguments:
                 where = (self.snapshot.where(binding.path, self.module.source.line(arguments[name])),)
             scope[name] = _as_setting(value, where, "bound by train()")
+        for name, (value, where, origin) in self.received(function, binding).items():
+            if origin != "bound by train()":
+                scope[name] = _as_setting(value, where, origin)
         return scope
+
+    # -- where the loss is called --------------------------------------------------------------------
+    def loss_calls(self, function: Function) -> tuple[list[Invocation], list[tuple]]:
+        """The calls of ``function`` the code makes, found by running each function train()
+        defines (the step functions that the library scans, differentiates or maps) with
+        open arguments, following partials, keywords and ``**kwargs`` down to the loss. An
+        entry that another entry's run calls is an inner step (run alone, it would see its
+        own defaults instead of what its caller passes): only the outermost entries count.
+        Also the calls not followed (a ``**kwargs`` the engine cannot expand)."""
+        if self._calls is None:
+            if self.frame is None:
+                self._calls = ([], [])
+                return self._calls
+            entries = {defined.name: defined for defined in self.frame.defined}  # the last def of a name runs
+            found: dict[int, list[Invocation]] = {}
+            with self.engine.observing(function) as seen:
+                for entry in reversed(list(entries.values())):  # outer steps are defined last
+                    key = id(entry.node)
+                    if key in seen.invoked:
+                        continue
+                    start = len(seen.invocations)
+                    arguments = {p.name.value: sym("param", p.name.value) for p in _parameters(entry)}
+                    self.engine.run(V(entry), **arguments)
+                    found[key] = seen.invocations[start:]
+            calls = [call for key, invocations in found.items() if key not in seen.invoked for call in invocations]
+            self._calls = (calls, list(seen.unfollowed))
+        return self._calls
+
+    def received(self, function: Function, binding: CallRecord) -> dict[str, tuple[V, tuple, str]]:
+        """Each parameter with a default of the loss: the value it receives (with the line of the
+        call that passes it), where from, and how it got there. A value that differs between
+        calls, that is computed at run time, or that no followed call shows, is an Unknown
+        saying why (never the signature's default)."""
+        if self._received is None:
+            calls, unfollowed = self.loss_calls(function)
+            names = [p.name.value for p in _parameters(function)]
+            out: dict[str, tuple[V, tuple, str]] = {}
+            for name in function.defaults:
+                if not calls:
+                    if name not in binding.kwargs:
+                        out[name] = (unknown(self._not_followed(function, binding, name, unfollowed)), (), "unknown")
+                    continue
+                readings = [self._argument_at(call, binding, names, name) for call in calls]
+                value, where, origin = readings[0]
+                if any(not is_const(v) for v, _, _ in readings):
+                    bad = next(r for r in readings if not is_const(r[0]))
+                    value = unknown(f"{name}: the value {function.name}() receives ({bad[2]}) is not decided: "
+                                    f"{why_not_constant(bad[0])}")
+                    origin = "unknown"
+                elif len({repr(plain(v)) for v, _, _ in readings}) > 1:
+                    shown = ", ".join(sorted({f"{plain(v)!r} {o}" for v, _, o in readings}))
+                    value, origin = unknown(f"{name}: {function.name}() receives different values: {shown}"), "unknown"
+                out[name] = (value.with_lines(where) if origin.startswith("passed") else value, where, origin)
+            self._received = out
+        return self._received
+
+    def _argument_at(self, call: Invocation, binding: CallRecord, names: list[str], name: str
+                     ) -> tuple[V, tuple, str]:
+        """What one call gives parameter ``name``: (value, the line passing it, how it got there)."""
+        index = names.index(name)
+        if index < len(call.args):
+            value = call.args[index]
+        elif name in call.kwargs:
+            value = call.kwargs[name]
+            if value is binding.kwargs.get(name):
+                return value, (), "bound by train()"
+        else:
+            return call.function.defaults[name], (), f"{call.function.name}() default"
+        passing = [(frame, arg) for frame, node in reversed(call.sites) for arg in node.args
+                   if arg.keyword is not None and arg.keyword.value == name]
+        # The innermost call that writes the keyword; else (positional, or inside a **mapping)
+        # the call that calls the loss.
+        frame, node = passing[0] if passing else call.sites[-1]
+        where = self.engine.where(frame.module, node)
+        caller = frame.function.name if frame.function is not None else frame.module.dotted
+        return value, (where,), f"passed by {caller}() at {where.path}:{where.line}"
+
+    def _not_followed(self, function: Function, binding: CallRecord, name: str, unfollowed: list) -> str:
+        partial = f"{binding.path}:{binding.line}"
+        if unfollowed:
+            frame, node, why = unfollowed[0]
+            where = self.engine.where(frame.module, node)
+            caller = frame.function.name if frame.function is not None else frame.module.dotted
+            return (f"{name}: functools.partial({function.name}, ...) at {partial} does not bind it, and the call "
+                    f"in {caller}() at {where.path}:{where.line} is not followed ({why}): the value the loss "
+                    "receives is not known")
+        return (f"{name}: functools.partial({function.name}, ...) at {partial} does not bind it, and no call of "
+                "the loss in train() could be followed: the value it receives is not known")
 
     def argument(self, record: CallRecord, name: str, index: int) -> V | None:
         """The argument a call passed for parameter ``name`` (keyword, else position ``index``)."""
@@ -195,8 +292,9 @@ def _as_setting(value: V, where: tuple, origin: str) -> Setting:
     if is_const(value):
         data = plain(value)
         return Setting(data, tuple(sorted(set(value.lines) | set(where))), origin)
-    from .flow import describe
-    return Setting(Code(describe(value)), tuple(sorted(set(value.lines) | set(where))), origin)
+    from .flow import Unknown, describe
+    text = value.data.reason if isinstance(value.data, Unknown) else describe(value)
+    return Setting(Code(text), tuple(sorted(set(value.lines) | set(where))), origin)
 
 
 __all__ = ["TrainRun", "setting_value", "open_arguments", "Partial"]

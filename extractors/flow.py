@@ -8,6 +8,10 @@ sequences, calls into functions and classes of the files read (arguments bound t
 parameters, ``self.attr`` written by constructors), attribute reads, ``functools.partial``
 and the few builtins configs are written with. Constants fold as they go (``*``, ``+``,
 ``/``, tuple repetition, several statements). Nothing upstream is imported or run.
+Library functions that call a function they are given (``jax.lax.scan``, ``jax.grad``,
+``jax.value_and_grad``) call it, so a value bound with ``functools.partial``, passed as a
+keyword or forwarded through ``**kwargs`` is followed to the function that receives it;
+:meth:`Engine.observing` records what an observed function receives at each call.
 
 What the engine does not compute stays symbolic: a :class:`Sym` stands for a runtime
 value (a tensor, an environment, a call into a library outside the files read), so
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import math
 import operator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -460,6 +465,30 @@ class CallRecord:
     name: str = ""  # the name the call site uses (``net.train_step(...)``: train_step), or the callee's
 
 
+@dataclass(frozen=True, eq=False)
+class Invocation:
+    """One call of an observed function (:meth:`Engine.observing`): the arguments it receives
+    (a partial's bindings merged in) and the calls being evaluated when it came, outermost
+    first, as (frame, call node) pairs, so that a reader can say which call passed a keyword."""
+
+    function: "Function"
+    args: tuple
+    kwargs: dict
+    sites: tuple
+
+
+@dataclass(eq=False)
+class Observation:
+    """What :meth:`Engine.observing` saw: the observed function's invocations, the functions
+    the code called (by node id, to tell an entry point that other code reaches from an outer
+    one) and the calls not followed because a ``*``/``**`` argument could not be expanded."""
+
+    node: cst.CSTNode
+    invocations: list = field(default_factory=list)
+    invoked: set = field(default_factory=set)
+    unfollowed: list = field(default_factory=list)  # (frame, call node, why)
+
+
 class Frame:
     """Local names of one function call (or of a module or class body)."""
 
@@ -473,6 +502,7 @@ class Frame:
         self.globals_declared: set[str] = set()
         self.pending: list[tuple[V, str]] = []  # returns taken on some paths: (value, why)
         self.class_functions: list[Function] = []  # defs of a class body, decorated or not
+        self.defined: list[Function] = []  # defs a function body ran, even if the name is rebound later
 
 
 # --------------------------------------------------------------------------------------
@@ -572,6 +602,8 @@ class Engine:
         self._wheres: dict[tuple, Provenance] = {}
         self._ats: dict[tuple, frozenset] = {}  # the same, as a value's lines
         self.builtins = _builtins(self)
+        self.sites: list[tuple[Frame, cst.Call]] = []  # the calls being evaluated, outermost first
+        self.observation: Observation | None = None
 
     # -- entry points --------------------------------------------------------------------
     def module(self, dotted: str) -> Module | None:
@@ -641,6 +673,18 @@ class Engine:
                 seen.add(failure.error.where)
                 out.append(failure.error)
         return out
+
+    @contextmanager
+    def observing(self, function: Function) -> Iterator[Observation]:
+        """While the block runs, a call of ``function`` from the code is recorded as an
+        :class:`Invocation` and answered with a symbolic result instead of being run: a
+        reader learns what the function receives where the code really calls it."""
+        outer = self.observation
+        self.observation = Observation(function.node)
+        try:
+            yield self.observation
+        finally:
+            self.observation = outer
 
     def eval_in(self, frame: "Frame", node: cst.CSTNode) -> V:
         """Evaluate an expression of ``frame``'s module with its names (after a run)."""
@@ -1197,6 +1241,8 @@ class Engine:
         function.defaults = self._defaults(node.params, frame)
         if frame.is_class:
             frame.class_functions.append(function)
+        elif frame.function is not None:
+            frame.defined.append(function)
         value = V(function)
         for decorator in reversed(node.decorators):
             value = self._decorate(decorator.decorator, value, frame)
@@ -1769,12 +1815,12 @@ class Engine:
             if arg.star == "*":
                 items = self._items(self._eval(arg.value, frame))
                 if items is None:
-                    return sym("call", "", (callee,), lines=self._at(frame, node))
+                    return self._unfollowed(callee, frame, node, arg)
                 args.extend(items)
             elif arg.star == "**":
                 mapping = self._eval(arg.value, frame)
                 if not isinstance(mapping.data, dict):
-                    return sym("call", "", (callee,), lines=self._at(frame, node))
+                    return self._unfollowed(callee, frame, node, arg)
                 kwargs.update({str(k): v for k, v in mapping.data.items()})
             elif arg.keyword is not None:
                 kwargs[arg.keyword.value] = self._eval(arg.value, frame)
@@ -1786,8 +1832,23 @@ class Engine:
             if updated is not None:
                 self._rebind(target, updated, frame)
             return self._record(callee, args, kwargs, frame, node, result)
-        result = self._call(callee, args, kwargs, frame, node)
+        self.sites.append((frame, node))
+        try:
+            result = self._call(callee, args, kwargs, frame, node)
+        finally:
+            self.sites.pop()
         return self._record(callee, args, kwargs, frame, node, result)
+
+    def _unfollowed(self, callee: V, frame: Frame, node: cst.Call, arg: cst.Arg) -> V:
+        """A call whose ``*``/``**`` argument is not a known sequence or dict: not made (what
+        it passes is not known), and noted while observing when it calls code of the files read
+        (a library's call passes nothing on to them)."""
+        if self.observation is not None and isinstance(callee.data, (Function, Bound, Partial, Native, Class,
+                                                                     Instance)):
+            self.observation.unfollowed.append(
+                (frame, node, f"`{arg.star}{self._code(frame, arg.value)}` is not a known "
+                              f"{'sequence' if arg.star == '*' else 'dict'}"))
+        return sym("call", "", (callee,), lines=self._at(frame, node))
 
     def _record(self, callee, args, kwargs, frame, node, result: V) -> V:
         if self.watch:
@@ -1839,6 +1900,10 @@ class Engine:
             stub = _EXTERNAL_CALLS.get(data.name)
             if stub is not None:
                 return stub(self, args, kwargs)
+            through = _CALLS_THROUGH.get(data.name)
+            if through is not None:
+                result = sym("call", "", (callee, *args), tuple(sorted(kwargs.items())), lines)
+                return through(self, result, args, kwargs, frame, node)
         return sym("call", "", (callee, *args), tuple(sorted(kwargs.items())), lines)
 
     def _construct(self, callee: V, args: list[V], kwargs: dict[str, V], frame, node) -> V:
@@ -1854,6 +1919,12 @@ class Engine:
                 node: cst.CSTNode | None, keep: list | None = None) -> V:
         if self.depth >= MAX_DEPTH:
             return unknown(f"calls nested deeper than {MAX_DEPTH} at {function.name}()")
+        observation = self.observation
+        if observation is not None and caller is not None:
+            observation.invoked.add(id(function.node))
+            if function.node is observation.node:
+                observation.invocations.append(Invocation(function, tuple(args), dict(kwargs), tuple(self.sites)))
+                return sym("call", function.name, tuple(args), tuple(sorted(kwargs.items())))
         frame = Frame(function.module, function.closure, function)
         where = self.where(caller.module, node) if caller is not None and node is not None else None
         self._bind_arguments(function, args, kwargs, frame, where)
@@ -2286,6 +2357,48 @@ def _math(fn: Callable, name: str) -> Callable:
     return call
 
 
+def _to_array(name: str) -> Callable:
+    """``jnp.array(x)`` of a number: that number (a dtype changes its precision, not its meaning)."""
+    def call(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
+        if args and isinstance(args[0].data, (int, float)) and not isinstance(args[0].data, bool):
+            return args[0]
+        return sym("call", "", (sym("ext", name), *args), tuple(sorted(kwargs.items())))
+    return call
+
+
+def _argument(args: list[V], kwargs: dict[str, V], index: int, name: str) -> V | None:
+    if name in kwargs:
+        return kwargs[name]
+    return args[index] if index < len(args) else None
+
+
+def _scan_through(engine: Engine, result: V, args: list[V], kwargs: dict[str, V], frame, node) -> V:
+    """``jax.lax.scan(f, init, xs)`` calls ``f(carry, x)`` for each step: run it once with the
+    initial carry and one step's slice, so that what ``f`` calls is followed. The result stays
+    symbolic; a raise inside counts for one path only."""
+    body = _argument(args, kwargs, 0, "f")
+    if body is not None:
+        init = _argument(args, kwargs, 1, "init") or sym("param", "carry")
+        xs = _argument(args, kwargs, 2, "xs")
+        step = sym("item", "", (xs, sym("param", "t"))) if xs is not None else sym("param", "x")
+        engine._either(lambda: engine._call(body, [init, step], {}, frame, node))
+    return result
+
+
+def _grad_through(engine: Engine, result: V, args: list[V], kwargs: dict[str, V], frame, node) -> V:
+    """``jax.grad(fn)`` / ``jax.value_and_grad(fn)``: a function that calls ``fn`` with its own
+    arguments (the loss gets exactly what the caller passes). Its result stays symbolic."""
+    fn = _argument(args, kwargs, 0, "fun")
+    if fn is None:
+        return result
+
+    def call(inner_args, inner_kwargs, inner_frame, inner_node) -> V:
+        engine._either(lambda: engine._call(fn, list(inner_args), dict(inner_kwargs), inner_frame, inner_node))
+        lines = engine._at(inner_frame, inner_node) if inner_frame is not None and inner_node is not None else ()
+        return sym("call", "", (result, *inner_args), tuple(sorted(inner_kwargs.items())), lines)
+    return V(Native(describe(result), call), result.lines)
+
+
 def _identity(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
     """``functools.wraps(fn)``: a decorator that keeps the wrapped call's meaning."""
     return V(Native("identity", lambda a, k, f, n: a[0] if a else const(None)))
@@ -2333,6 +2446,16 @@ _EXTERNAL_CALLS: dict[str, Callable[[Engine, list[V], dict[str, V]], V]] = {
     "numpy.exp": _math(math.exp, "numpy.exp"),
     "numpy.log": _math(math.log, "numpy.log"),
     "numpy.sqrt": _math(math.sqrt, "numpy.sqrt"),
+    "jax.numpy.array": _to_array("jax.numpy.array"),
+    "jax.numpy.asarray": _to_array("jax.numpy.asarray"),
+}
+
+# Library functions that call a function they are given: followed, so that a value bound
+# with functools.partial or passed as a keyword reaches the function that receives it.
+_CALLS_THROUGH: dict[str, Callable[..., V]] = {
+    "jax.lax.scan": _scan_through,
+    "jax.grad": _grad_through,
+    "jax.value_and_grad": _grad_through,
 }
 
 

@@ -258,7 +258,59 @@ class _VariantFacts:
         for key in SETUP_KEYS:  # what the env builder makes of each environment: SlmExtractor.setup
             self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by the env builder "
                                                      "(see the environment matrix)"))
+        self._ignored_sets()
+        self._declared_not_effective()
         self.out.findings.sort(key=Finding.sort_key)
+
+    # -- declared vs effective ---------------------------------------------------------------
+    def _declared_not_effective(self) -> None:
+        """A spec value the code replaces before it acts (a batch guard's rounding, a scheduler
+        that takes 0.0 for unset, an env that ignores its reward scale): each fact whose
+        ``declared`` differs from its value gives a WARNING naming the spec line and the code
+        lines that override it. Facts with the same cause share one finding; derived facts
+        (no ``spec:`` key of their own) are explained by their inputs' findings."""
+        explained = {f.key for f in self.out.findings if f.kind == "declared_not_effective"}
+        causes: dict[tuple, list[Fact]] = {}
+        for fact in self.out.facts.values():
+            if fact.declared is None or fact.is_unknown or fact.value is None or fact.key in explained:
+                continue
+            dotted = _spec_key(fact.note)
+            if dotted is None or not self.spec.has(dotted):
+                continue
+            spec_at = self.at_spec(dotted)
+            code_at = tuple(p for p in fact.provenance if p != spec_at)
+            causes.setdefault((dotted, repr(fact.declared), repr(fact.value), code_at), []).append(fact)
+        for (dotted, _, _, code_at), facts in causes.items():  # the lines are the finding's provenance
+            self.find("declared_not_effective", "WARNING",
+                      f"{', '.join(f.key for f in facts)}: the spec asks for {facts[0].declared!r} ({dotted}), "
+                      f"but the code runs {facts[0].value!r}", (self.at_spec(dotted), *code_at), facts[0].key)
+
+    def _ignored_sets(self) -> None:
+        """A ``--set KEY=VALUE`` (SLM-Lab's ``-s``) is text put in place of ``${KEY}``: a variant
+        that writes the value itself where the others write ``${KEY}`` ignores it. A WARNING
+        names the set and the variant's line; on ``env.max_frame`` the run's length keeps the
+        variant's value with the set one as ``declared``."""
+        spec_file = self.owner.spec_file
+        used_lines = set(self.spec.lines.values())
+        for key, given in sorted(spec_file.sets.items()):
+            placeholder_lines = spec_file.placeholder_lines(key)
+            if placeholder_lines & used_lines:
+                continue
+            written = [(path, self.spec.lines[path]) for path in spec_file.placeholder_paths(key)
+                       if path in self.spec.lines]
+            where = tuple(self.snapshot.where(self.spec.path, line) for _, line in written)
+            shown = "; ".join(f"{'.'.join(path)} is {self.spec.get('.'.join(path))!r}" for path, _ in written)
+            fact = self.out.facts.get("training_env_steps")
+            max_frame = any(path == ("env", "max_frame") for path, _ in written)
+            if max_frame and fact is not None and not fact.is_unknown:
+                number = float(given) if _is_number_text(given) else given
+                declared = int(number) if isinstance(number, float) and number.is_integer() else number
+                self.out.add(Fact(fact.key, fact.value, fact.provenance,
+                                  f"{fact.note}; --set {key}={given} is ignored" if fact.note else None,
+                                  declared if declared != fact.value else None))
+            self.find("declared_not_effective", "WARNING",
+                      f"--set {key}={given} is ignored by {self.spec.name}: the variant has no ${{{key}}}"
+                      + (f"; {shown}" if shown else ""), where, "training_env_steps" if max_frame else None)
 
     def _budget(self) -> None:
         """``env.max_frame``: the run's length in env steps, all envs together (SLM-Lab's
@@ -681,7 +733,8 @@ class _VariantFacts:
             return
         attrs = scheduler.data.attrs
         updater, start, end = attrs.get("_updater"), attrs.get("start_val"), attrs.get("end_val")
-        first, last = attrs.get("start_step", flow.sym("param", "start_step")),             attrs.get("end_step", flow.sym("param", "end_step"))
+        first = attrs.get("start_step", flow.sym("param", "start_step"))
+        last = attrs.get("end_step", flow.sym("param", "end_step"))
         name_at = self.at_spec(f"{dotted}.name") if self.spec.has(f"{dotted}.name") else None
         if start_key and start is not None and flow.is_const(start) and isinstance(flow.plain(start), (int, float)):
             self.add(start_key, float(flow.plain(start)), self.lines(start) or [self.at_spec(f"{dotted}.start_val")],
@@ -692,18 +745,40 @@ class _VariantFacts:
             for key in (shape_key, final_key):
                 self.unknown(key, f"{attr} has no updater function and start/end values to evaluate")
             return
-        mid = flow.const((flow.plain(first) + flow.plain(last)) / 2) if flow.is_const(first) and flow.is_const(
-            last) else flow.sym("param", "mid_step")
-        at = [self.run.engine.call(updater, start, end, first, last, step) for step in (first, mid, last)]
         function = updater.data
         where = [name_at, self.run.engine.where(function.module, function.node)]
-        numbers = [flow.plain(v) if flow.is_const(v) and isinstance(flow.plain(v), (int, float)) else None for v in at]
-        begin, middle, final = numbers
+        shape, final, at = self._schedule_shape(updater, start, end, first, last)
         if final is None:
             for key in (shape_key, final_key):
                 self.unknown(key, f"{function.name}({dotted}) at the end step is not computed statically: "
                                   f"{flow.why_not_constant(at[2])}", where)
             return
+        # What the spec asks for, where the scheduler's code replaced one of its values.
+        values = {"start_val": start, "end_val": end, "start_step": first, "end_step": last}
+        written, overrides = self._overridden(dotted, values)
+        declared_shape = declared_final = None
+        if overrides:
+            declared_shape, declared_final, _ = self._schedule_shape(updater, *({**values, **written}.values()))
+        replaced = "; ".join(f"the spec's {dotted}.{name} {self.spec.get(f'{dotted}.{name}')!r} is replaced by "
+                             f"{flow.plain(values[name])!r} in the code" for name in written)
+        self.add(shape_key, shape, where + overrides, f"spec: {dotted}.name; math_util.{function.name} evaluated at "
+                 "the schedule's start, middle and end" + (f"; {replaced}" if replaced else ""), declared_shape)
+        final_from = next(iter(written), "end_val" if shape != "constant" else "start_val")
+        self.add(final_key, float(final), where + self.lines(at[2]) + overrides,
+                 f"spec: {dotted}.{final_from}; " + (f"{function.name} at the end step" if shape != "constant" else
+                                                     "constant") + (f"; {replaced}" if replaced else ""),
+                 None if declared_final is None else float(declared_final))
+
+    def _schedule_shape(self, updater: flow.V, start: flow.V, end: flow.V, first: flow.V, last: flow.V):
+        """(shape, final value, the updater's values at the start, middle and end steps); the
+        shape and final are None when the end value is not computed statically."""
+        mid = flow.const((flow.plain(first) + flow.plain(last)) / 2) if flow.is_const(first) and flow.is_const(
+            last) else flow.sym("param", "mid_step")
+        at = [self.run.engine.call(updater, start, end, first, last, step) for step in (first, mid, last)]
+        numbers = [flow.plain(v) if flow.is_const(v) and isinstance(flow.plain(v), (int, float)) else None for v in at]
+        begin, middle, final = numbers
+        if final is None:
+            return None, None, at
         if begin is not None and middle is not None and begin == final == middle:
             shape = "constant"
         elif begin is not None and middle is not None and abs(middle - (begin + final) / 2) <= 1e-9 * max(
@@ -711,11 +786,24 @@ class _VariantFacts:
             shape = "linear_decay"
         else:
             shape = "other"
-        self.add(shape_key, shape, where, f"spec: {dotted}.name; math_util.{function.name} evaluated at the "
-                                          "schedule's start, middle and end")
-        self.add(final_key, float(final), where + self.lines(at[2]),
-                 f"spec: {dotted}.end_val; {function.name} at the end step" if shape != "constant" else
-                 f"spec: {dotted}.start_val; constant")
+        return shape, final, at
+
+    def _overridden(self, dotted: str, values: dict[str, flow.V]) -> tuple[dict[str, flow.V], list[Provenance]]:
+        """The spec values under ``dotted`` the code replaced before use (SLM-Lab's VarScheduler
+        takes an ``end_val`` of 0.0 for unset): each as the spec writes it, with the spec line
+        and the code lines that replace it."""
+        written: dict[str, flow.V] = {}
+        lines: list[Provenance] = []
+        for name, value in values.items():
+            declared = self.spec.get(f"{dotted}.{name}")
+            if not self.spec.has(f"{dotted}.{name}") or not _is_number(declared) or value is None or not (
+                    flow.is_const(value) and _is_number(flow.plain(value))) or float(flow.plain(value)) == float(
+                    declared):
+                continue
+            at = self.at_spec(f"{dotted}.{name}")
+            written[name] = flow.const(declared, [at])
+            lines += [at] + [p for p in self.lines(value) if p.path != self.spec.path]
+        return written, lines
 
     def _schedule_name(self, dotted: str) -> str | None:
         name = self.spec.get(dotted)
@@ -995,6 +1083,26 @@ class _VariantFacts:
                           name, unknown=f"lr_schedule: {why}"))
         self.unknown("lr_final_factor", why, (name_at, fallback))
         self.unknown("lr_decay_steps", why, (name_at, fallback))
+
+
+def _spec_key(note: str | None) -> str | None:
+    """The spec key a fact's note names (``spec: agent.algorithm.time_horizon; ...``)."""
+    if not note or not note.startswith("spec: "):
+        return None
+    key = note[len("spec: "):].split(";", 1)[0].split(" ", 1)[0]
+    return key or None
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _is_one(value: Any) -> bool:

@@ -181,6 +181,22 @@ class SpecFile:
         has_text = f"its placeholders: {', '.join(f'${{{name}}}' for name in has)}" if has else "it has no placeholders"
         raise SpecError(f"--set {given}: the spec {self.path} has no {missing} placeholder; {has_text}")
 
+    def placeholder_lines(self, key: str) -> set[int]:
+        """The lines of the file as written that hold ``${key}`` (a set does not change them)."""
+        return {number for number, text in enumerate(self.raw_text.splitlines(), 1) if f"${{{key}}}" in text}
+
+    def placeholder_paths(self, key: str) -> list[Path]:
+        """The key paths where some variant takes ``${key}`` (through its anchors too)."""
+        lines = self.placeholder_lines(key)
+        paths: set[Path] = set()
+        for name in self.variants():
+            try:
+                spec = self.resolve(name)
+            except SpecError:  # a variant that does not resolve says nothing about this set
+                continue
+            paths |= {path for path, line in spec.lines.items() if line in lines}
+        return sorted(paths)
+
     def variants(self) -> list[str]:
         """Spec names in file order; ``_name`` keys only hold anchors."""
         return [name for name, node in self._top.items()

@@ -135,6 +135,50 @@ TRAIN_NEW = (TRAIN_OLD
 TRAIN_REFACTORED = TRAIN_NEW.replace("def training_step(", "def collect_and_learn(").replace(
     "return training_step", "return collect_and_learn")
 
+# The loss's entropy cost passed where the loss is called, not bound by the partial: the
+# training step makes it, partials hand it down to minibatch_step, which passes it as a
+# keyword to a gradient wrapper that forwards **kwargs to the loss (Brax pull/660's shape).
+GRADIENTS = "brax/training/gradients.py"
+GRADIENTS_TEXT = '''
+"""Fixture gradient wrapper: forwards every argument to the loss."""
+import jax
+
+
+def loss_and_pgrad(loss_fn, pmap_axis_name, has_aux=False):
+  g = jax.value_and_grad(loss_fn, has_aux=has_aux)
+
+  def h(*args, **kwargs):
+    value, grad = g(*args, **kwargs)
+    return value, jax.lax.pmean(grad, axis_name=pmap_axis_name)
+
+  return g if pmap_axis_name is None else h
+'''
+
+TRAIN_CALL_BINDING = (TRAIN_NEW
+                      .replace("import jax\n", "import jax\nimport jax.numpy as jnp\n")
+                      .replace("from brax.training import acting\n",
+                               "from brax.training import acting\nfrom brax.training import gradients\n")
+                      .replace("      entropy_cost=entropy_cost,\n      discounting", "      discounting")
+                      .replace("  def minibatch_step(carry, data, normalizer_params):\n"
+                               "    params, state = carry\n"
+                               "    grads = jax.grad(loss_fn)(params, normalizer_params, data)\n",
+                               "  loss_and_pgrad_fn = gradients.loss_and_pgrad(loss_fn, pmap_axis_name='i')\n\n"
+                               "  def minibatch_step(carry, data, normalizer_params, entropy_cost=None):\n"
+                               "    params, state = carry\n"
+                               "    _, grads = loss_and_pgrad_fn(params, normalizer_params, data,\n"
+                               "                                 entropy_cost=entropy_cost)\n")
+                      .replace("  def sgd_step(carry, unused_t, data, normalizer_params):\n",
+                               "  def sgd_step(carry, unused_t, data, normalizer_params, entropy_cost=None):\n")
+                      .replace("        functools.partial(minibatch_step, normalizer_params=normalizer_params),\n",
+                               "        functools.partial(minibatch_step, normalizer_params=normalizer_params,\n"
+                               "                          entropy_cost=entropy_cost),\n")
+                      .replace("    carry, metrics = jax.lax.scan(\n"
+                               "        functools.partial(sgd_step, data=data, normalizer_params=None),\n",
+                               "    current_entropy_cost = jnp.array(entropy_cost, dtype=jnp.float32)\n"
+                               "    carry, metrics = jax.lax.scan(\n"
+                               "        functools.partial(sgd_step, data=data, normalizer_params=None,\n"
+                               "                          entropy_cost=current_entropy_cost),\n"))
+
 LOSSES_OLD = '''
 """Fixture loss: GAE over the time axis, then a clipped surrogate."""
 import jax

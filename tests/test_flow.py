@@ -125,11 +125,49 @@ def twice(x):
 '''
 
 
+# A loss called the way a trainer calls it: a partial binds one argument, the step passes
+# another as a keyword, a wrapper forwards **kwargs, and the library scans and differentiates.
+STEPS = '''
+import functools
+
+import jax
+
+
+def loss(params, data, coef=1e-4, scale=1.0):
+    return coef * scale * params
+
+
+def wrap(fn):
+    g = jax.value_and_grad(fn)
+
+    def h(*args, **kwargs):
+        return g(*args, **kwargs)
+    return h
+
+
+def train(scale, coef):
+    loss_fn = functools.partial(loss, scale=scale)
+    grad_fn = wrap(loss_fn)
+
+    def step(carry, data, coef=None):
+        return grad_fn(carry, data,
+                       coef=coef)
+
+    def epoch(carry):
+        return jax.lax.scan(functools.partial(step, coef=coef * 2), carry, ())
+
+    def hidden(carry, options):
+        return grad_fn(carry, None, **options)
+
+    return epoch, hidden
+'''
+
+
 @pytest.fixture(scope="module")
 def engine_repo(tmp_path_factory):
     path = tmp_path_factory.mktemp("flow") / "repo"
     shas = make_repo(path, [{"pkg/__init__.py": "", "pkg/config.py": CONFIG, "pkg/helpers.py": HELPERS,
-                             "ns/inner/mod.py": "VALUE = 3\n"}])
+                             "pkg/steps.py": STEPS, "ns/inner/mod.py": "VALUE = 3\n"}])
     return Repository(path, "slm").resolve(shas[0])
 
 
@@ -229,3 +267,23 @@ def test_a_decided_environment_variable_runs_a_decorated_function_once(engine_re
         engine, module = new_engine(engine_repo, environ=environ, watch={"clamp"})
         engine.call(engine.lookup(module, "traced"), sym("param", "x"))
         assert len([c for c in engine.calls if c.name == "clamp"]) == clamps
+
+
+def test_a_call_through_scan_partials_keywords_and_kwargs_reaches_the_observed_function(engine_repo):
+    engine = Engine(Loader(engine_repo, ("pkg",)))
+    module = engine.module("pkg.steps")
+    epoch, hidden = engine.call(engine.lookup(module, "train"), const(3.0), const(0.5)).data
+    loss = engine.lookup(module, "loss").data
+    with engine.observing(loss) as seen:
+        engine.call(epoch, sym("param", "carry"))
+        engine.call(hidden, sym("param", "carry"), sym("param", "options"))
+    (call,) = seen.invocations  # the scanned step's call; the one with **options is not made
+    assert plain(call.kwargs["coef"]) == 1.0 and plain(call.kwargs["scale"]) == 3.0  # 0.5 * 2, bound by the partial
+    text = STEPS.lstrip("\n").splitlines()
+    keyword = text.index("                       coef=coef)") + 1
+    passing = [engine.where(frame.module, arg).line for frame, node in call.sites for arg in node.args
+               if arg.keyword is not None and arg.keyword.value == "coef"]
+    assert keyword in passing  # the step's keyword is among the calls in progress
+    (frame, node, why), = seen.unfollowed
+    assert frame.function.name == "hidden" and why == "`**options` is not a known dict"
+    assert plain(engine.call(engine.lookup(module, "loss"), const(2.0), const(0))) == 2e-4  # not observed: it runs

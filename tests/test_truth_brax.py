@@ -28,9 +28,23 @@ SECOND_TRAIN = fx.TRAIN_NEW + "\n\n" + fx.TRAIN_NEW[fx.TRAIN_NEW.index("def trai
 DEVICE_LENGTH = fx.TRAIN_NEW.replace("length=batch_size * num_minibatches // num_envs)",
                                      "length=batch_size * num_minibatches // jax.device_count())")
 
+# The entropy cost is computed when the step runs (a decay on the carry): not decided statically.
+RUNTIME_ENTROPY = fx.TRAIN_CALL_BINDING.replace(
+    "    current_entropy_cost = jnp.array(entropy_cost, dtype=jnp.float32)\n",
+    "    current_entropy_cost = entropy_cost * (1.0 - state.progress)\n")
+# The call hands the loss a mapping made outside the files read: the call is not followed.
+UNFOLLOWED_KWARGS = fx.TRAIN_CALL_BINDING.replace(
+    "    _, grads = loss_and_pgrad_fn(params, normalizer_params, data,\n"
+    "                                 entropy_cost=entropy_cost)\n",
+    "    options = acting.loss_options(entropy_cost)\n"
+    "    _, grads = loss_and_pgrad_fn(params, normalizer_params, data, **options)\n")
+
 CASES = {"split_vf": {fx.LOSSES: SPLIT_VF}, "twice_eps": {fx.LOSSES: TWICE_EPS}, "l1": {fx.LOSSES: L1},
          "reassigned": {fx.TRAIN: REASSIGNED}, "second_train": {fx.TRAIN: SECOND_TRAIN},
-         "device_length": {fx.TRAIN: DEVICE_LENGTH}}
+         "device_length": {fx.TRAIN: DEVICE_LENGTH},
+         "call_binding": {fx.TRAIN: fx.TRAIN_CALL_BINDING, fx.GRADIENTS: fx.GRADIENTS_TEXT},
+         "runtime_entropy": {fx.TRAIN: RUNTIME_ENTROPY, fx.GRADIENTS: fx.GRADIENTS_TEXT},
+         "unfollowed_kwargs": {fx.TRAIN: UNFOLLOWED_KWARGS, fx.GRADIENTS: fx.GRADIENTS_TEXT}}
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +116,44 @@ def test_a_config_key_train_does_not_accept_is_not_effective(repos):
     assert any(f.kind == "unknown_parameter" and "'max_grad_norm'" in f.message and "not an effective value"
                in f.message for f in family.findings)
     assert extractor(repos, "new").family("locomotion").value("max_grad_norm") == 1.0
+
+
+def train_lines(fact) -> set[int]:
+    return {p.line for p in fact.provenance if p.path == fx.TRAIN}
+
+
+def test_a_value_passed_where_the_loss_is_called_is_the_one_it_receives(repos):
+    # the partial lacks entropy_cost: the training step passes train()'s value down through two
+    # partials and a keyword, and a wrapper forwards **kwargs to the loss (not its default 1e-4)
+    x = extractor(repos, "call_binding")
+    facts = x.defaults().facts
+    assert facts["entropy_coef"].value == pytest.approx(1e-3)
+    assert facts["entropy_coef_final"].value == pytest.approx(1e-3)
+    passed = fx.line_of(fx.TRAIN_CALL_BINDING, "entropy_cost=entropy_cost)")  # the keyword minibatch_step passes
+    assert "loss_and_pgrad_fn(" in fx.TRAIN_CALL_BINDING.lstrip("\n").splitlines()[passed - 2]
+    assert train_lines(facts["entropy_coef"]) == {fx.line_of(fx.TRAIN_CALL_BINDING, "entropy_cost: float = 1e-3"),
+                                                   passed}
+    assert x.family("dm_control").value("entropy_coef") == pytest.approx(1e-3)
+    assert x.env("FingerTurnEasy").value("entropy_coef") == pytest.approx(0.02)  # the config's, passed at the call
+    assert facts["value_loss_coef"].value == pytest.approx(0.4)
+
+
+def test_a_value_computed_when_the_step_runs_is_unknown_not_the_default(repos):
+    x = extractor(repos, "runtime_entropy").defaults()
+    fact = x.facts["entropy_coef"]
+    passed = fx.line_of(RUNTIME_ENTROPY, "entropy_cost=entropy_cost)")
+    assert fact.value is None and f"passed by minibatch_step() at {fx.TRAIN}:{passed}" in fact.unknown
+    assert "is not decided" in fact.unknown
+    assert sorted(f.key for f in x.findings if f.kind == "pattern_not_found" and "minibatch_step()" in f.message) == [
+        "entropy_coef", "entropy_coef_final", "entropy_schedule"]
+
+
+def test_a_call_whose_mapping_is_not_known_leaves_the_value_unknown(repos):
+    x = extractor(repos, "unfollowed_kwargs").defaults()
+    fact = x.facts["entropy_coef"]
+    call = fx.line_of(UNFOLLOWED_KWARGS, "**options)")
+    assert fact.value is None
+    assert (f"the call in minibatch_step() at {fx.TRAIN}:{call} is not followed (`**options` is not a known dict)"
+            in fact.unknown)
+    assert any(f.key == "entropy_coef" and "minibatch_step()" in f.message for f in x.findings)
+    assert x.facts["discount"].value == 0.99  # bound by the partial: still read

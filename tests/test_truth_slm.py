@@ -128,7 +128,50 @@ ppo_fx_decay:
     num_envs: 8
   meta: {max_session: 1}
 """
-SPEC = fx.SPEC + VARIANTS
+# Declared, not effective: decays "to 0.0" that the fixture's VarScheduler takes for unset
+# (`if not getattr(self, "end_val", None)`), and a run length written in the variant, which a
+# --set max_frame cannot reach (it replaces ${max_frame} only).
+DECLARED = """
+ppo_fx_to_zero:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      time_horizon: 16
+      training_epoch: 2
+      clip_eps_spec: {name: linear_decay, start_val: 0.3, end_val: 0.0, start_step: 0, end_step: 1000}
+      entropy_coef_spec:
+        name: linear_decay
+        start_val: 0.02
+        end_val: 0.0
+        start_step: 0
+        end_step: 1000
+    memory: {name: OnPolicyBatchReplay}
+    net: *net
+  env:
+    <<: *env
+    num_envs: 8
+  meta: {max_session: 1}
+
+ppo_fx_frames:
+  agent:
+    name: PPO
+    algorithm:
+      <<: *algorithm
+      time_horizon: 16
+      training_epoch: 2
+    memory: {name: OnPolicyBatchReplay}
+    net:
+      <<: *net
+      lr_scheduler_spec: null
+  env:
+    name: "${env}"
+    max_frame: 5000
+    normalize_obs: true
+    num_envs: 8
+  meta: {max_session: 1}
+"""
+SPEC = fx.SPEC + VARIANTS + DECLARED
 
 # reward_scale handed to the env class, which multiplies by it (SLM-Lab 6eb08fe9's shape).
 ENV_SCALES_IN_CLASS = fx.ENV_INIT.replace(
@@ -352,3 +395,58 @@ def test_strict_fails_on_an_unknown_key(slm_repo, capsys, tmp_path, monkeypatch)
     assert main([*base, "--variant", "ppo_fx_rs", "--strict"]) == 1
     err = capsys.readouterr().err
     assert "unknown" in err and "entropy_coef" in err
+
+
+# -- declared in the spec, not what runs ------------------------------------------------------------
+
+def declared_findings(extraction) -> dict:
+    return {f.key: f for f in extraction.findings if f.kind == "declared_not_effective"}
+
+
+def test_a_decay_to_zero_the_scheduler_takes_for_unset_stays_constant(slm_repo):
+    x = extract(slm_repo, "base", "ppo_fx_to_zero")
+    facts = x.facts
+    override = ("policy_util.py", fx.line_of(fx.POLICY_UTIL, "self.end_val = self.start_val"))
+    clip_end = ("ppo_playground.yaml", fx.line_of(SPEC, "end_val: 0.0", after="ppo_fx_to_zero:"))
+    entropy_end = ("ppo_playground.yaml", fx.line_of(SPEC, "        end_val: 0.0", after="ppo_fx_to_zero:"))
+    for schedule, final, value, end in (("clip_epsilon_schedule", "clip_epsilon_final", 0.3, clip_end),
+                                        ("entropy_schedule", "entropy_coef_final", 0.02, entropy_end)):
+        assert (facts[schedule].value, facts[schedule].declared) == ("constant", "linear_decay")  # what runs
+        assert (facts[final].value, facts[final].declared) == (value, 0.0)
+        assert {override, end} <= where(facts[final]) and {override, end} <= where(facts[schedule])
+        finding = declared_findings(x)[final]
+        assert finding.severity == "WARNING" and {override, end} <= where(finding)
+        dotted = "clip_eps_spec" if final.startswith("clip") else "entropy_coef_spec"
+        assert finding.message == (f"{final}: the spec asks for 0.0 (agent.algorithm.{dotted}.end_val), "
+                                   f"but the code runs {value}")
+        assert "'linear_decay'" in declared_findings(x)[schedule].message
+    assert facts["entropy_coef"].value == 0.02 and facts["entropy_coef"].declared is None
+    decay = extract(slm_repo, "base", "ppo_fx_decay")  # end_val 0.1: the decay the spec asks for runs
+    assert decay.facts["clip_epsilon_final"].declared is None and not declared_findings(decay)
+
+
+def test_a_horizon_the_batch_guard_rounds_is_declared_not_effective(slm_repo):
+    x = extract(slm_repo, "base", "ppo_fx_small")  # time_horizon 10, minibatch 12, 8 envs: both rounded to 16
+    assert (x.facts["unroll_length"].value, x.facts["unroll_length"].declared) == (16, 10)
+    guard = ("ppo.py", fx.line_of(fx.PPO, "self.time_horizon = math.ceil("))
+    horizon = ("ppo_playground.yaml", fx.line_of(SPEC, "time_horizon: 10"))
+    finding = declared_findings(x)["unroll_length"]
+    assert {guard, horizon} <= where(finding)
+    assert finding.message == ("unroll_length, gae_horizon: the spec asks for 10 (agent.algorithm.time_horizon), "
+                               "but the code runs 16")
+    assert declared_findings(x)["minibatch_transitions"].message.startswith(
+        "minibatch_transitions: the spec asks for 12 (agent.algorithm.minibatch_size")
+    assert "transitions_per_update" not in declared_findings(x)  # derived: explained by its inputs
+    assert not declared_findings(extract(slm_repo, "base", "ppo_fx"))  # 16 and 64 divide by 8: nothing moves
+
+
+def test_a_set_the_variant_has_no_placeholder_for_is_ignored(slm_repo):
+    x = extract(slm_repo, "base", "ppo_fx_frames")  # SETS: max_frame=1e6
+    fact = x.facts["training_env_steps"]
+    assert (fact.value, fact.declared) == (5000, 1000000)
+    written = ("ppo_playground.yaml", fx.line_of(SPEC, "max_frame: 5000"))
+    finding = declared_findings(x)["training_env_steps"]
+    assert finding.severity == "WARNING" and where(finding) == {written}
+    assert finding.message == ("--set max_frame=1e6 is ignored by ppo_fx_frames: the variant has no ${max_frame}; "
+                               "env.max_frame is 5000")
+    assert not declared_findings(extract(slm_repo, "base", "ppo_fx"))  # it takes ${max_frame}
