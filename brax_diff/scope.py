@@ -13,9 +13,10 @@ from .errors import BraxDiffError
 
 FORMATS = ("md", "json", "both")  # what `report --format` writes
 # Where Brax's values come from (`report --brax-reference`): Playground's tuned configs (its
-# *_params.py) over train()'s defaults; train()'s signature defaults alone; Brax's own
-# brax/training/learner.py flag defaults over them.
-BRAX_REFERENCES = ("params", "train-defaults", "learner")
+# *_params.py) over train()'s defaults; what Playground's learning/train_jax_ppo.py trains with at
+# its flag defaults; train()'s signature defaults alone; Brax's own brax/training/learner.py flag
+# defaults over them.
+BRAX_REFERENCES = ("params", "train-script", "train-defaults", "learner")
 _FILE_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a variant name that is safe in a file name
 
 

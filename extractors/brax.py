@@ -32,7 +32,8 @@ from brax_diff.vocabulary import KEYS
 from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
 from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
 from .brax_learner import LearnerScopes
-from .brax_scope import Scope
+from .brax_scope import Scope, Setting
+from .playground_script import ScriptScopes
 from .brax_setup import setup_facts
 from .playground_env import EnvConfigs
 
@@ -52,6 +53,7 @@ class BraxExtractor:
         self.playground = playground
         self.reference = reference
         self._learner = LearnerScopes(brax) if reference == "learner" else None
+        self._script = ScriptScopes(playground) if reference == "train-script" and playground is not None else None
         self.code = BraxCode(brax)
         self._params: dict[str, ParamsFunction] = {}
         self._envs: dict[str, list[str]] = {}
@@ -102,7 +104,7 @@ class BraxExtractor:
 
     def family(self, family: str) -> Extraction:
         """The family's base config layered over the signature defaults."""
-        if self.reference != "params":
+        if self.reference not in ("params", "train-script"):  # the script's family scope: the config it starts from
             return self._unconfigured(family, None)
         params = self._params_function(family)
         config = params.evaluate(None)
@@ -112,6 +114,8 @@ class BraxExtractor:
     def env(self, env: str) -> Extraction:
         """The family config plus that env's if/elif overrides."""
         family = self.family_of(env)
+        if self.reference == "train-script":
+            return self._script_env(family, env)
         if self.reference != "params":
             return self._unconfigured(family, env)
         params = self._params_function(family)
@@ -139,6 +143,19 @@ class BraxExtractor:
             train.update(self._accepted(learner_train, TRAIN, "train"))
             network.update(self._accepted(learner_network, PPO_NETWORKS, "make_ppo_networks"))
         return self._extract(train, network, family=family, env=env, findings=findings)
+
+    def _script_env(self, family: str, env: str) -> Extraction:
+        """What Playground's learning/train_jax_ppo.py trains ``env`` with at its flag defaults
+        (:mod:`brax_diff.extractors.playground_script`), over train()'s defaults."""
+        if self._script is None:
+            raise BraxDiffError("--brax-reference train-script needs a Playground repository (--playground-repo)")
+        script_train, script_network, impl, why = self._script.scopes(env)
+        if why is not None:
+            raise BraxDiffError(f"--brax-reference train-script: {why} at this Playground commit")
+        train = {**self.code.train_defaults(), **self._accepted(script_train, TRAIN, "train")}
+        network = {**self.code.network_defaults(), **self._accepted(script_network, PPO_NETWORKS, "make_ppo_networks")}
+        return self._extract(train, network, family=family, env=env, findings=self.code.missing_entry_points(),
+                             impl=impl)
 
     def _layered(self, family: str, env: str | None, params: ParamsFunction, config: Config,
                  findings: list[Finding] | None = None) -> Extraction:
@@ -178,7 +195,7 @@ class BraxExtractor:
         return out
 
     def _extract(self, train: Scope, network: Scope, *, family: str | None, env: str | None,
-                 findings: list[Finding]) -> Extraction:
+                 findings: list[Finding], impl: Setting | None = None) -> Extraction:
         sources = {"brax": self.brax.info()}
         if self.playground is not None:
             sources["playground"] = self.playground.info()
@@ -188,7 +205,7 @@ class BraxExtractor:
             extraction.add(fact)
         env_configs = self._env_configs if self.reference == "params" else None  # only the params read env configs
         for fact in setup_facts(train, network, family=family, env=env, env_configs=env_configs,
-                                reference=self.reference):
+                                reference=self.reference, impl=impl):
             if fact.is_unknown and env is not None:  # an environment's setup the code does not let us read
                 extraction.unknown(fact.key, fact.unknown, Finding("pattern_not_found", "WARNING", fact.unknown,
                                                                    fact.provenance, fact.key), fact.provenance)

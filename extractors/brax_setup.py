@@ -21,10 +21,13 @@ FROM_NETWORK = {"policy_obs_keys": "policy_obs_key", "value_obs_keys": "value_ob
 
 
 def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | None,
-                env_configs: EnvConfigs | None, reference: str = "params") -> list[Fact]:
+                env_configs: EnvConfigs | None, reference: str = "params", impl: Setting | None = None) -> list[Fact]:
+    """``impl``: the backend a training script forces on the environment (train-script)."""
     out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
     out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
-    if reference != "params":  # the environment's own config is read for Playground's configs only
+    if reference == "train-script" and env is not None:
+        out.append(_fact("physics_backend", impl, "registry.load(config_overrides={'impl': ...})"))
+    elif reference != "params":  # the environment's own config is read for Playground's configs only
         out.append(Fact("physics_backend", None, (), unknown=f"physics_backend: the {reference} reference runs the "
                                                             "environment as its own config says, which it does not read"))
     else:

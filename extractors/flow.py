@@ -1769,6 +1769,9 @@ class Engine:
                 return unknown(f"{data.path} cannot be parsed")
             if any(not isinstance(star.data, Module) for star in data.stars):
                 return sym("ext", f"{data.dotted}.{name}")
+            hook = self._module_name(data, "__getattr__") if name != "__getattr__" else None
+            if hook is not None and isinstance(hook.data, Function):  # PEP 562: the module answers it
+                return self._call(hook, [const(name)], {}, frame, node)
             where = self.where(frame.module, node) if frame is not None and node is not None else None
             raise Raised("AttributeError", f"module {data.dotted} ({data.path}) has no attribute {name!r}", where)
         if isinstance(data, Super):

@@ -1,7 +1,9 @@
 """`report --brax-reference`: where Brax's values come from. Playground's tuned configs
-(`params`, the default), `train()`'s signature defaults (`train-defaults`), or Brax's own
-`brax/training/learner.py` flag defaults (`learner`, read by the data-flow engine with a model of
-absl's flags). Fixture repositories in upstream's shape, written by hand."""
+(`params`, the default), what Playground's `learning/train_jax_ppo.py` trains with at its flag
+defaults (`train-script`), `train()`'s signature defaults (`train-defaults`), or Brax's own
+`brax/training/learner.py` flag defaults (`learner`); the scripts are read by the data-flow engine
+with models of absl's flags and of ConfigDict. Fixture repositories in upstream's shape, written by
+hand."""
 
 from __future__ import annotations
 
@@ -121,8 +123,8 @@ def test_report_names_the_reference_and_refuses_an_unknown_one(repos, capsys, tm
     model = json.loads(capsys.readouterr().out)
     assert model["scope"]["brax_reference"] == "params"
     assert main(["report", *flags, "--brax-reference", "paper", "--output", "-", "--format", "md"]) == 2
-    assert capsys.readouterr().err == ("error: unknown --brax-reference 'paper' (choose from params, train-defaults, "
-                                       "learner)\n")
+    assert capsys.readouterr().err == ("error: unknown --brax-reference 'paper' (choose from params, train-script, "
+                                       "train-defaults, learner)\n")
 
 
 def test_a_learner_script_the_engine_cannot_follow_is_one_error_line(tmp_path, capsys):
@@ -135,3 +137,88 @@ def test_a_learner_script_the_engine_cannot_follow_is_one_error_line(tmp_path, c
     with pytest.raises(Exception, match="--brax-reference learner: main\\(\\) in brax/training/learner.py makes no "
                                         "ppo.train call"):
         broken.env("BallInCup")
+
+
+# Playground's training script: flags change the config only when given; the environment is
+# built with the script's --impl. (Written by hand in the script's shape.)
+SCRIPT = '''
+"""Fixture training script."""
+from absl import app
+from absl import flags
+from brax.training.agents.ppo import train as ppo
+from ml_collections import config_dict
+
+import mujoco_playground
+from mujoco_playground import registry
+from mujoco_playground.config import manipulation_params
+
+_ENV_NAME = flags.DEFINE_string("env_name", "PandaPickCube", "Environment.")
+_IMPL = flags.DEFINE_enum("impl", "jax", ["jax", "warp"], "MJX implementation")
+_NUM_TIMESTEPS = flags.DEFINE_integer("num_timesteps", 1_000_000, "Env steps.")
+_UNROLL_LENGTH = flags.DEFINE_integer("unroll_length", 10, "Unroll length.")
+
+
+def get_rl_config(env_name: str) -> config_dict.ConfigDict:
+  if env_name in mujoco_playground.manipulation._envs:
+    return manipulation_params.brax_ppo_config(env_name, _IMPL.value)
+  raise ValueError(f"Env {env_name} not found")
+
+
+def main(argv):
+  ppo_params = get_rl_config(_ENV_NAME.value)
+  if _NUM_TIMESTEPS.present:
+    ppo_params.num_timesteps = _NUM_TIMESTEPS.value
+  if _UNROLL_LENGTH.present:
+    ppo_params.unroll_length = _UNROLL_LENGTH.value
+  ppo_params.num_evals = 3
+  env_cfg_overrides = {"impl": _IMPL.value}
+  env = registry.load(_ENV_NAME.value, config_overrides=env_cfg_overrides)
+  training_params = dict(ppo_params)
+  ppo.train(environment=env, **training_params)
+
+
+if __name__ == "__main__":
+  app.run(main)
+'''
+MANIP_INIT_PACKAGE = '''
+"""Fixture package: the families are attributes of the package."""
+from mujoco_playground._src import manipulation
+'''
+
+
+@pytest.fixture(scope="module")
+def script_repos(tmp_path_factory):
+    import test_setup
+
+    root = tmp_path_factory.mktemp("script")
+    make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN}], origin="https://github.com/google/brax.git")
+    make_repo(root / "playground", [{**playground_files(), **test_setup.PLAYGROUND, "learning/train_jax_ppo.py": SCRIPT,
+                                     "mujoco_playground/__init__.py": MANIP_INIT_PACKAGE}],
+              origin="https://github.com/google-deepmind/mujoco_playground.git")
+    return {name: root / name for name in ("brax", "playground")}
+
+
+def test_train_script_is_the_config_the_script_trains_with_and_its_impl(script_repos):
+    import test_setup
+
+    facts = extractor(script_repos, "train-script").env("PandaPickCube")
+    params = extractor(script_repos, "params").env("PandaPickCube")
+    # The flags that are not given change nothing: the params config, the environment's own length.
+    for key in ("training_env_steps", "episode_length", "unroll_length", "num_envs"):
+        assert facts.value(key) == params.value(key), key
+    assert facts.value("episode_length") == 150
+    # The script builds the environment with --impl (default jax); the params reference reads its config's.
+    assert (facts.value("physics_backend"), params.value("physics_backend")) == ("jax", "warp")
+    impl_lines = {(p.path, p.line) for p in facts.facts["physics_backend"].provenance}
+    assert ("learning/train_jax_ppo.py", bfx.line_of(SCRIPT, '"impl", "jax"')) in impl_lines
+    assert ("mujoco_playground/config/manipulation_params.py",
+            bfx.line_of(test_setup.MANIP_PARAMS, "num_timesteps=5_000_000")) in {
+        (p.path, p.line) for p in facts.facts["training_env_steps"].provenance}
+
+
+def test_train_script_that_binds_no_config_is_one_error_line(tmp_path):
+    make_repo(tmp_path / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN}])
+    make_repo(tmp_path / "playground", [{**playground_files(), "learning/train_jax_ppo.py": SCRIPT.replace(
+        "  ppo_params = get_rl_config(_ENV_NAME.value)\n", "  params = get_rl_config(_ENV_NAME.value)\n")}])
+    with pytest.raises(Exception, match="--brax-reference train-script: learning/train_jax_ppo.py: the config main"):
+        extractor({"brax": tmp_path / "brax", "playground": tmp_path / "playground"}, "train-script").env("PandaPickCube")

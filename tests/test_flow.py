@@ -287,3 +287,28 @@ def test_a_call_through_scan_partials_keywords_and_kwargs_reaches_the_observed_f
     (frame, node, why), = seen.unfollowed
     assert frame.function.name == "hidden" and why == "`**options` is not a known dict"
     assert plain(engine.call(engine.lookup(module, "loss"), const(2.0), const(0))) == 2e-4  # not observed: it runs
+
+
+def test_a_modules_getattr_answers_a_name_it_does_not_bind(tmp_path):
+    """PEP 562: ``module.NAME`` that the module does not bind asks its ``__getattr__`` (Playground's
+    family packages compute ``ALL_ENVS`` so); a name it refuses still raises."""
+    make_repo(tmp_path / "r", [{
+        "pkg/__init__.py": "",
+        "pkg/family.py": '''
+_envs = {"A": 1, "B": 2}
+
+
+def __getattr__(name):
+  if name == "ALL_ENVS":
+    return tuple(_envs.keys())
+  raise AttributeError(name)
+''',
+        "pkg/user.py": '''
+from pkg import family
+
+ALL = family.ALL_ENVS + ("C",)
+''',
+    }])
+    engine = Engine(Loader(Repository(tmp_path / "r", "x").resolve("HEAD"), ("pkg",)))
+    assert plain(engine.lookup(engine.module("pkg.user"), "ALL")) == ("A", "B", "C")
+    assert engine.lookup(engine.module("pkg.family"), "MISSING") is None

@@ -445,9 +445,10 @@ def register(app) -> None:
                    "this severity exists (CRITICAL, IMPORTANT, MINOR).")
     command.flag("strict", "--strict", help="Exit 1 when a compared key is unknown on either side "
                  "(the code's shape at a ref is not read).")
-    command.option("brax_reference", "--brax-reference", metavar="params|train-defaults|learner",
-                   help="Where Brax's values come from: Playground's tuned *_params.py configs (default), "
-                   "train()'s signature defaults, or Brax's own brax/training/learner.py flag defaults.")
+    command.option("brax_reference", "--brax-reference", metavar="params|train-script|train-defaults|learner",
+                   help="Where Brax's values come from: Playground's tuned *_params.py configs (default), what "
+                   "Playground's learning/train_jax_ppo.py trains with at its flag defaults, train()'s signature "
+                   "defaults, or Brax's own brax/training/learner.py flag defaults.")
     command.option("results", "--results", help="Published per-environment scores joined with the "
                    "environment matrix: slm (SLM-Lab's docs/BENCHMARKS.md at --slm), slm@REF, or a .md, .csv "
                    "(env,score,target) or .yaml file.")
