@@ -26,6 +26,9 @@ for family in dm_control locomotion manipulation; do
   fi
   brax-diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
     --family "$family" --output "reports/phase5-seed/$family.md" "${verification[@]}"
+  # Today's scores from SLM-Lab's BENCHMARKS.md, with the targets of its last version that had
+  # them (d309f672, 2026-03-18, on feat/mjwarp-phase5-benchmarks).
   brax-diff report "${repos[@]}" --brax main --playground main --slm master \
-    --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json"
+    --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json" \
+    --results slm --targets-ref d309f672
 done
