@@ -163,12 +163,14 @@ def _shared(matrix: dict, rows: list[dict]) -> list[dict]:
         apart_with = [e for e in apart if has(e)]
         if not below_with and not at_with and not apart_with:
             continue
-        separation = _fraction(below_with, below) - _fraction(at_with, at)
+        # With no environment below (or at) target there is nothing to separate: no number.
+        separation = _fraction(below_with, below) - _fraction(at_with, at) if below and at else None
         out.append({"key": key, "below": len(below_with), "below_of": len(below), "at": len(at_with),
                     "at_of": len(at), "apart": len(apart_with), "apart_of": len(apart),
-                    "separation": round(separation, 4), "below_envs": sorted(below_with),
+                    "separation": None if separation is None else round(separation, 4),
+                    "below_envs": sorted(below_with),
                     "at_envs": sorted(at_with), "everywhere": key in shared_by_all})
-    return sorted(out, key=lambda s: (-s["separation"], s["everywhere"], s["key"]))
+    return sorted(out, key=lambda s: (s["separation"] is None, -(s["separation"] or 0), s["everywhere"], s["key"]))
 
 
 def _fraction(part: Iterable, whole: list) -> float:

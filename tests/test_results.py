@@ -101,6 +101,9 @@ def test_the_shared_differences_count_below_and_at_target_and_apart():
             shared["critic"]["apart"], shared["critic"]["separation"]) == (2, 2, 0, 1, 1, 1.0)
     assert shared["width"]["below_envs"] == ["B"] and shared["width"]["separation"] == -0.5
     assert shared["eps"]["everywhere"] and shared["eps"]["separation"] == 0.0
+    # No environment at target: nothing to separate, and no number that says otherwise.
+    none_at = join(matrix, ResultsSource("t", parse_table("env,score,target\nA,1,10\nB,2,10\n", "t.csv")))
+    assert {s["key"]: s["separation"] for s in none_at["shared"]} == {"critic": None, "eps": None, "width": None}
 
 
 def flags(repos) -> list[str]:  # noqa: F811
@@ -131,6 +134,7 @@ def test_report_joins_scores_with_targets_from_an_older_ref(repos, published, ca
         "PandaPickCubeCartesian": (11.0, 12.0, 0.9167, "near", False)}
     shared = {s["key"]: s for s in results["shared"]}
     assert shared["episode_length"]["apart"] == 2 and shared["episode_length"]["below_of"] == 0
+    assert shared["episode_length"]["separation"] is None  # both environments counted apart
 
     main(["report", *flags(repos), "--family", "manipulation", "--results", "slm", "--targets-ref", published,
           "--format", "md", "--output", "-"])
@@ -138,6 +142,7 @@ def test_report_joins_scores_with_targets_from_an_older_ref(repos, published, ca
     assert "## What the environments below target share" in text and "**Association, not cause**" in text
     assert "| Environment | Variant | Score | Target | Ratio | Status |" in text
     assert "| PandaPickCube | ppo_fx_small | 4400.0 | 4500.0 | 0.9778 | near (not comparable) |" in text
+    assert "With 0 comparable environment(s) below target and 0 at it, the counts say little (no separation" in text
 
 
 def test_results_from_a_file_and_bad_input(repos, capsys, tmp_path):  # noqa: F811
