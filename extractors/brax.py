@@ -200,7 +200,10 @@ class BraxExtractor:
         if self.playground is not None:
             sources["playground"] = self.playground.info()
         extraction = Extraction(side="brax", sources=sources, scope={"family": family, "env": env})
-        facts, derived_findings = self.code.facts(train, network, "defaults" if family is None else "config")
+        # The trainer's facts read the config as written (env_config.episode_length): the environments
+        # of a family share one derivation; the setup facts below read each environment's own values.
+        written = {name: setting.as_written() for name, setting in train.items()}
+        facts, derived_findings = self.code.facts(written, network, "defaults" if family is None else "config")
         for fact in facts:
             extraction.add(fact)
         env_configs = self._env_configs if self.reference == "params" else None  # only the params read env configs

@@ -214,7 +214,9 @@ class ParamsFunction:
         found = self.env_configs.field(self.family, env, name)
         if found.unknown is not None:
             return lambda at, origin: Setting(Code(found.unknown), (at, *found.provenance), origin)
-        return lambda at, origin: Setting(found.value, (at, *found.provenance), f"{origin}; {env}'s own config")
+        written = self.module.code(value)
+        return lambda at, origin: Setting(found.value, (at, *found.provenance), f"{origin}; {env}'s own config",
+                                          written)
 
     # -- conditions -------------------------------------------------------------------
     def condition(self, test: cst.CSTNode, env: str) -> bool:

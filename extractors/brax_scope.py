@@ -26,6 +26,14 @@ class Setting:
     value: Any
     provenance: tuple[Provenance, ...]
     origin: str  # "train() default", "dm_control config", "override for WalkerRun", ...
+    # The expression the config wrote when the value is the environment's own
+    # (``env_config.episode_length``): the trainer's facts are derived from it, so a family's
+    # environments share one derivation whatever their own values.
+    written: str | None = None
+
+    def as_written(self) -> "Setting":
+        """The setting as the config wrote it (itself when it is no environment's own value)."""
+        return self if self.written is None else Setting(Code(self.written), self.provenance[:1], self.origin)
 
 
 Scope = dict[str, Setting]
