@@ -46,7 +46,7 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     assert diffs["transitions_per_update"]["fix"]["value"] == 480
     # clip_epsilon_final (0.3 vs 0.2) differs with clip_epsilon; the schedules and entropy_coef_final match
     # and lr_decay_steps (Brax constant, SLM-Lab decaying over 1e8 frames) is MINOR
-    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 12, "match": 26, "unknown": 0}  # 6 setup keys match
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 12, "MINOR": 15, "match": 26, "unknown": 0}  # 6 setup keys match
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -224,8 +224,8 @@ def test_env_matrix_has_a_column_per_varying_key_and_lists_shared_differences_on
 def test_fail_on_threshold_selects_differences_at_or_above():
     m = model()
     assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
-    assert len(worst_at_or_above(m, "IMPORTANT")) == 13
-    assert len(worst_at_or_above(m, "MINOR")) == 25  # clip_epsilon_final and lr_decay_steps among them
+    assert len(worst_at_or_above(m, "IMPORTANT")) == 14
+    assert len(worst_at_or_above(m, "MINOR")) == 29  # clip_epsilon_final and lr_decay_steps among them
 
 
 def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
@@ -274,7 +274,7 @@ def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
     changed = [new for old, new in zip(before, after) if old != new]
     body = [line for line in changed if not line.startswith("[google/brax/")]
     expected = ["| Brax | [google/brax](", "| `clip_epsilon` | `0.25` · [L206]",  # source; row under IMPORTANT
-                "9. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
+                "10. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
     assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 4
     assert all("/blob/" + "d" * 40 + "/" in line for line in changed if line not in body)
 
