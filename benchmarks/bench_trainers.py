@@ -62,11 +62,12 @@ SLM_SEED = {"unroll_length": 30, "unrolls_per_update": 1, "epochs_per_update": 1
             "entropy_coef": 0.01, "clip_epsilon": 0.2, "value_loss_coef": 0.5, "max_grad_norm": 1.0,
             "policy_hidden_layers": [64, 64], "value_hidden_layers": [256, 256, 256], "activation": "silu",
             "action_distribution": "normal", "kernel_init": "orthogonal", "adam_eps": 1e-5,
-            "value_target_normalization": True, "bootstrap_on_timeout": True}
+            "value_target_normalization": True, "truncation": "bootstrap_next_obs_across_reset"}
 BRAX_SEED = {"unroll_length": 30, "unrolls_per_update": 16, "epochs_per_update": 16, "minibatches_per_epoch": 32,
              "discount": 0.995, "gae_lambda": 0.95, "reward_scale": 10.0, "learning_rate": 1e-3,
              "entropy_coef": 0.01, "clip_epsilon": 0.3, "value_loss_coef": 0.25, "max_grad_norm": None,
-             "obs_normalization": True, "advantage_normalization": True, "bootstrap_on_timeout": False,
+             "obs_normalization": True, "advantage_normalization": True,
+             "truncation": "mask_bootstrap_last_state",
              "policy_hidden_layers": [32, 32, 32, 32], "value_hidden_layers": [256, 256, 256, 256, 256],
              "activation": "swish", "action_distribution": "tanh_normal", "kernel_init": "lecun_uniform"}
 

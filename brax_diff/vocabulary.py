@@ -70,6 +70,11 @@ _KEYS = (
     Key("obs_norm_std_eps", "observations", "float", "", "Epsilon added to the std (or variance) when normalizing."),
     Key("obs_clip", "observations", "float", "std units",
         "Normalized observations are clipped to [-obs_clip, obs_clip]; null when not clipped."),
+    Key("obs_norm_update", "observations", "enum", "",
+        "When the running observation statistics are updated: once per update from the whole batch, before "
+        "(`per_batch_before_sgd`) or after (`per_batch_after_sgd`) its gradient steps, or at every env step as "
+        "observations arrive (`per_env_step`); null when observations are not normalized.",
+        ("per_batch_before_sgd", "per_batch_after_sgd", "per_env_step")),
     # -- value function -------------------------------------------------------------
     Key("value_loss", "value", "enum", "", "Form of the value loss.", ("mse", "l1", "huber", "distributional")),
     Key("value_loss_coef", "value", "float", "",
@@ -79,9 +84,23 @@ _KEYS = (
         "Clip range of the value prediction around the old value; null when unclipped."),
     Key("value_target_normalization", "value", "bool", "", "Value targets normalized by running return statistics."),
     Key("value_hidden_layers", "architecture", "list", "units", "Hidden layer widths of the value network."),
-    Key("bootstrap_on_timeout", "value", "bool", "", "Truncated episodes bootstrap from the value of the last state."),
     # -- advantages ------------------------------------------------------------------
     Key("gae_lambda", "advantages", "float", "", "GAE lambda."),
+    Key("truncation", "advantages", "enum", "",
+        "What GAE does at a time-limit truncation: `terminal` cuts it like a termination (no bootstrap); "
+        "`mask_bootstrap_last_state` drops the truncated step and cuts the trace, so the step before it "
+        "bootstraps from the value of the episode's last state (Brax's truncation mask); "
+        "`bootstrap_next_obs_across_reset` bootstraps from the value of the next stored observation, which after "
+        "the auto-reset is the next episode's first state, and the trace runs on across the boundary; "
+        "`bootstrap_final_obs` bootstraps from the value of the episode's final observation and cuts the trace; "
+        "`bootstrap_current_state` adds discount x V(state the time limit hits) to that step's reward (Brax's "
+        "`bootstrap_on_timeout`).",
+        ("terminal", "mask_bootstrap_last_state", "bootstrap_next_obs_across_reset", "bootstrap_final_obs",
+         "bootstrap_current_state")),
+    Key("gae_recompute", "advantages", "enum", "",
+        "When advantages and value targets are computed: `per_minibatch` inside the loss, with the value "
+        "parameters of that gradient step; `per_update` once per update, before its epochs, and then held fixed.",
+        ("per_minibatch", "per_update")),
     Key("discount", "discount", "float", "", "Discount factor gamma."),
     Key("advantage_normalization", "advantages", "bool", "", "Advantages standardized before the policy loss."),
     Key("advantage_normalization_scope", "advantages", "enum", "",
@@ -98,12 +117,21 @@ _KEYS = (
     Key("adam_eps", "lr_schedule", "float", "", "Adam's epsilon."),
     Key("max_grad_norm", "gradient_clipping", "float", "",
         "Gradients clipped to this global norm; null when not clipped."),
+    Key("grad_clip_scope", "gradient_clipping", "enum", "",
+        "What one gradient-norm clip covers: the policy's and the value's gradients together (`global`, one "
+        "optimizer) or each network's own (`per_network`); null when nothing is clipped.",
+        ("global", "per_network")),
     # -- entropy ----------------------------------------------------------------------
     Key("entropy_coef", "entropy", "float", "", "Entropy bonus coefficient (initial value when scheduled)."),
     Key("entropy_schedule", "entropy", "enum", "", "How the entropy coefficient moves.",
         ("constant", "linear_decay", "other")),
     Key("entropy_coef_final", "entropy", "float", "",
         "Entropy coefficient at the end of its schedule (entropy_coef when constant)."),
+    Key("entropy_estimator", "entropy", "enum", "",
+        "How the entropy in the bonus is computed: `analytic`, the closed form of the action distribution; "
+        "`sampled_squashed`, the Gaussian's closed form plus tanh's log-det-Jacobian at one sampled action, a "
+        "one-sample estimate of the squashed distribution's entropy.",
+        ("analytic", "sampled_squashed")),
     # -- policy -----------------------------------------------------------------------
     Key("action_distribution", "action_distribution", "enum", "", "The policy's action distribution.",
         ("normal", "tanh_normal")),

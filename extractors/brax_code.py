@@ -11,7 +11,11 @@ trusting parameter names:
   reward scaling, advantage normalization, the value-loss multiplier, GAE;
 - ``make_ppo_networks`` / ``make_policy_network`` / the distribution classes give
   the std parametrisation, layers, activation and initializer;
-- ``running_statistics`` gives observation normalization details.
+- ``running_statistics`` gives observation normalization details;
+- ``training_step`` run by the engine says when the observation statistics move and whether
+  rewards bootstrap at a time-out; ``compute_gae`` as the loss calls it (its scan body run on
+  the scan's own inputs) what a truncation does to GAE; the optimizer ``train()`` initializes
+  what one gradient clip covers; the distribution's ``entropy`` how the entropy is estimated.
 
 ``train()`` itself and the loss it binds are run by the data-flow engine
 (:mod:`brax_diff.extractors.brax_run`): the scan lengths, the value-loss coefficient, the reward
@@ -34,7 +38,7 @@ from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS
 from brax_diff.vocabulary import canonical_activation
 
-from . import flow
+from . import flow, semantics
 from .brax_run import TrainRun
 from .brax_scope import (PatternNotFound, Scope, Setting, callee_name, calls_named, descendants, evaluate,
                          first_positional, last_identifier, plain)
@@ -184,13 +188,17 @@ class _Derivation:
         "_gae": ("gae_horizon",),
         "_reward": ("reward_scale", "reward_scale_site"),
         "_observations": ("obs_normalization", "obs_norm_method", "obs_norm_std_eps", "obs_clip"),
-        "_value": ("value_loss", "value_loss_coef", "value_clipping", "value_target_normalization",
-                   "bootstrap_on_timeout"),
+        "_obs_norm_update": ("obs_norm_update",),
+        "_value": ("value_loss", "value_loss_coef", "value_clipping", "value_target_normalization"),
         "_advantages": ("gae_lambda", "discount", "advantage_normalization", "advantage_normalization_scope"),
+        "_truncation": ("truncation",),
+        "_gae_recompute": ("gae_recompute",),
         "_optimizer": ("learning_rate", "adam_eps", "lr_schedule", "lr_final_factor", "max_grad_norm"),
+        "_grad_clip_scope": ("grad_clip_scope",),
         "_entropy": ("entropy_coef", "entropy_schedule", "entropy_coef_final"),
         "_policy_distribution": ("action_distribution", "std_state_dependent", "std_transform", "std_min",
                                  "std_max"),
+        "_entropy_estimator": ("entropy_estimator",),
         "_architecture": ("policy_hidden_layers", "value_hidden_layers", "activation", "shared_network",
                           "kernel_init"),
         "_clip": ("clip_epsilon", "clip_epsilon_schedule", "clip_epsilon_final"),
@@ -486,6 +494,54 @@ class _Derivation:
         self.add("obs_clip", bound.value, (self.snapshot.where(RUNNING_STATISTICS, bound.line),) + where_normalize,
                  note="train() passes running_statistics.normalize without max_abs_value")
 
+    def _obs_norm_update(self) -> None:
+        """Where training_step updates the running statistics: running_statistics.update called
+        on the batch it collected, before or after the scan over sgd_step."""
+        keys = ("obs_norm_update",)
+        if not self.known("obs_normalization"):
+            raise PatternNotFound(keys, TRAIN, "obs_normalization not read")
+        enabled = self.facts["obs_normalization"]
+        if not enabled.value:
+            self.add("obs_norm_update", None, enabled.provenance,
+                     note="observations are not normalized: the statistics kept are unused")
+            return
+        frame, calls = self._training_step_run(keys)
+        updates = [i for i, c in enumerate(calls) if isinstance(c.callee.data, flow.Function)
+                   and c.callee.data.name == "update" and c.callee.data.module.path == RUNNING_STATISTICS]
+        sgd = [i for i, c in enumerate(calls) if c.name == "scan" and c.args and _partial_of(c.args[0], "sgd_step")]
+        if not updates:
+            raise PatternNotFound(keys, TRAIN, "training_step() calls no running_statistics.update()")
+        if not sgd:
+            raise PatternNotFound(keys, TRAIN, "the scan over sgd_step not found in training_step()")
+        batch = frame.locals.get("data")
+        for i in updates:
+            observed = calls[i].args[1] if len(calls[i].args) > 1 else calls[i].kwargs.get("batch")
+            if batch is None or observed is None or not semantics.depends_on(observed, batch):
+                raise PatternNotFound(keys, TRAIN, f"running_statistics.update() at line {calls[i].line} is not "
+                                                   "given the batch training_step collected")
+        if max(updates) < min(sgd):
+            value, when = "per_batch_before_sgd", "before"
+        elif min(updates) > max(sgd):
+            value, when = "per_batch_after_sgd", "after"
+        else:
+            raise PatternNotFound(keys, TRAIN, "training_step() updates the observation statistics before or after "
+                                               "the scan over sgd_step depending on a condition not decided here")
+        where = tuple(self.run_.at(calls[i]) for i in updates) + (self.run_.at(calls[sgd[0]]),)
+        self.add("obs_norm_update", value, where,
+                 note=f"training_step updates the statistics from the whole collected batch, once per update, {when} "
+                      "the scan over sgd_step")
+
+    def _training_step_run(self, keys: tuple[str, ...]):
+        """training_step (nested in train()) run once: its frame and the calls it made."""
+        train_fn = self.code.function(TRAIN, "train", keys)
+        step = _nested(train_fn, "training_step")
+        if step is None:
+            raise PatternNotFound(keys, TRAIN, "training_step() not found in train()")
+        frame, calls = self.run_.nested_run(step)
+        if frame is None or frame is self.run_.frame:
+            raise PatternNotFound(keys, TRAIN, "training_step() could not be run")
+        return frame, calls
+
     # -- value function ---------------------------------------------------------------
     def _value(self) -> None:
         """v_loss as compute_ppo_loss computes it on the branch the scope takes: its
@@ -517,16 +573,6 @@ class _Derivation:
         gae = calls_named(loss_fn, "compute_gae")
         self.add("value_target_normalization", False, tuple(self.code.at(LOSSES, n) for n in gae[:1]) + where,
                  note="targets are compute_gae's returns, unnormalized")
-        bootstrap = self.train.get("bootstrap_on_timeout")
-        if bootstrap is not None and not isinstance(bootstrap.value, Code):
-            train_fn = self.code.function(TRAIN, "train", ("bootstrap_on_timeout",))
-            uses = _ifs_on(train_fn, "bootstrap_on_timeout")
-            self.add("bootstrap_on_timeout", bootstrap.value,
-                     bootstrap.provenance + tuple(self.code.at(TRAIN, n) for n in uses[-1:]))
-        else:
-            gae_fn = self.code.function(LOSSES, "compute_gae", ("bootstrap_on_timeout",))
-            self.add("bootstrap_on_timeout", False, (self.code.at(LOSSES, gae_fn),),
-                     note="compute_gae masks truncated steps (truncation_mask) instead of bootstrapping")
 
     # -- advantages -------------------------------------------------------------------
     def _advantages(self) -> None:
@@ -550,6 +596,102 @@ class _Derivation:
                                   "the scan over minibatch_step not found in sgd_step()")
         self.add("advantage_normalization_scope", "minibatch", where + (self.code.at(TRAIN, scan[0]),),
                  note="normalized inside compute_ppo_loss, which minibatch_step runs once per minibatch")
+
+    def _truncation(self) -> None:
+        """What a time-limit truncation does to GAE: a training_step that adds discount x V(s) x
+        time_out to the rewards bootstraps from the current state; otherwise compute_gae's masks
+        by 1 - truncation on the advantages and on the GAE trace (run by the engine) drop the
+        truncated step, so the step before it bootstraps from the episode's last state."""
+        keys = ("truncation",)
+        timeout = self._timeout_bootstrap(keys)
+        if timeout is not None:
+            self.add("truncation", "bootstrap_current_state", timeout,
+                     note="training_step adds discounting x the value of the step's own state x time_out to the "
+                          "reward of a time-out step (bootstrap_on_timeout)")
+            return
+        _, calls = self.loss_run(keys)
+        gae = [c for c in calls if c.name == "compute_gae" and isinstance(c.callee.data, flow.Function)]
+        if not gae:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() is not called in compute_ppo_loss()")
+        record, function = gae[0], gae[0].callee.data
+        signal = self.run_.argument(record, "truncation", 0)
+        if signal is None or "truncation" not in semantics.names_read(signal):
+            raise PatternNotFound(keys, LOSSES, "compute_gae() is not given the data's truncation signal")
+        is_mask = lambda v: semantics.one_minus(v) is signal  # noqa: E731
+        result = semantics.elements(record.result)
+        advantages = result[1] if len(result) == 2 else None
+        masked = [a for a in (semantics.factors(advantages) if advantages is not None else ()) if is_mask(a)]
+        trace = self._masked_trace(calls, function.node, is_mask)
+        if not masked or trace is None:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() does not multiply both the advantages and the GAE "
+                                                "trace by 1 - truncation: a shape the extractor does not read")
+        lines = set(masked[0].lines) | set(trace.lines) | semantics.product_lines(advantages) | set(signal.lines)
+        where = tuple(sorted(p for p in lines if p.path in (LOSSES, TRAIN))) + (self.run_.at(record),)
+        self.add("truncation", "mask_bootstrap_last_state", where,
+                 note="compute_gae multiplies the truncated step's advantage and the GAE trace by 1 - truncation: "
+                      "the step is dropped and the step before it bootstraps from the value of the truncated step's "
+                      "observation, the episode's last state")
+
+    def _masked_trace(self, calls, gae_node: cst.FunctionDef, is_mask) -> flow.V | None:
+        """The recursive term of the scan in compute_gae (its body run by the engine on the scan's
+        own carry and inputs) when it is multiplied by the mask ``is_mask`` accepts."""
+        inside = {id(n) for n in descendants(gae_node)}
+        for record in calls:
+            if record.name != "scan" or id(record.node) not in inside or len(record.args) < 3:
+                continue
+            body, carry, inputs = record.args[0], record.args[1], record.args[2]
+            if not isinstance(body.data, flow.Function):
+                continue
+            out = self.run_.engine.call(body, carry, inputs)
+            before = semantics.elements(carry)
+            after = semantics.elements(out)[:len(before)]
+            for value in after:
+                for term in flow.terms(value):
+                    if any(semantics.depends_on(term, old) for old in before) and \
+                            any(is_mask(a) for a in semantics.factors(term)):
+                        return term
+        return None
+
+    def _timeout_bootstrap(self, keys: tuple[str, ...]) -> tuple[Provenance, ...] | None:
+        """The lines of a reward term that adds the value at a time-out step (Brax's
+        ``bootstrap_on_timeout``) in the batch training_step trains on; None when there is none."""
+        frame, _ = self._training_step_run(keys)
+        data = frame.locals.get("data")
+        options = data.data.options if data is not None and isinstance(data.data, flow.Phi) else (data,)
+        found = []
+        for option in options:
+            reward = semantics.constructor_field(option, "reward") if option is not None else None
+            terms = [t for t in (flow.terms(reward) if reward is not None else [])
+                     if {"time_out", "value"} <= semantics.names_read(t)]
+            found.append(terms[0] if terms else None)
+        if all(t is None for t in found):
+            return None
+        if any(t is None for t in found):
+            raise PatternNotFound(keys, TRAIN, f"training_step() bootstraps at time-outs on some paths only "
+                                               f"({data.data.why})")
+        setting = self.train.get("bootstrap_on_timeout")
+        lines = {p for t in found for p in t.lines} | set(setting.provenance if setting is not None else ())
+        return tuple(sorted(lines))
+
+    def _gae_recompute(self) -> None:
+        """compute_gae called inside compute_ppo_loss, which minibatch_step runs for every minibatch."""
+        keys = ("gae_recompute",)
+        frame, calls = self.loss_run(keys)
+        gae = [c for c in calls if c.name == "compute_gae"]
+        if not gae:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() is not called in compute_ppo_loss()")
+        train_fn = self.code.function(TRAIN, "train", keys)
+        sgd = _nested(train_fn, "sgd_step")
+        scan = [c for c in calls_named(sgd, "scan") if callee_name(first_positional(c)) == "minibatch_step"] \
+            if sgd is not None else []
+        if not scan:
+            raise PatternNotFound(keys, TRAIN, "the scan over minibatch_step not found in sgd_step()")
+        values = self.run_.argument(gae[0], "values", 3)
+        params = frame.locals.get("params")
+        current = values is not None and params is not None and semantics.depends_on(values, params)
+        self.add("gae_recompute", "per_minibatch", (self.run_.at(gae[0]), self.code.at(TRAIN, scan[0])),
+                 note="compute_ppo_loss runs compute_gae, and minibatch_step runs the loss once per minibatch"
+                      + (", with the value network's current params" if current else ""))
 
     # -- optimizer --------------------------------------------------------------------
     def _optimizer(self) -> None:
@@ -588,6 +730,33 @@ class _Derivation:
             return
         self.from_setting("max_grad_norm", self.train, "max_grad_norm", TRAIN,
                           extra=[self.code.at(TRAIN, n) for n in clips[:1]])
+
+    def _grad_clip_scope(self) -> None:
+        """optax.clip_by_global_norm in the optimizer train() initializes over one params tree
+        holding the policy's and the value's params: one clip over both networks."""
+        keys = ("grad_clip_scope",)
+        clips = self.run_.records("clip_by_global_norm")
+        if not clips:
+            if self.known("max_grad_norm") and self.facts["max_grad_norm"].value is None:
+                self.add("grad_clip_scope", None, self.facts["max_grad_norm"].provenance, note="no gradient clipping")
+                return
+            raise PatternNotFound(keys, TRAIN, "train() with these parameters calls no optax.clip_by_global_norm()")
+        clip = clips[0]
+        for record in self.run_.records("init"):
+            callee = record.callee.data
+            if not (isinstance(callee, flow.Sym) and callee.op == "attr" and callee.args and record.args):
+                continue
+            if not semantics.depends_on(callee.args[0], clip.result):
+                continue
+            trained = record.args[0]
+            fields = [name for name in ("policy", "value") if semantics.constructor_field(trained, name) is not None]
+            if len(fields) == 2:
+                self.add("grad_clip_scope", "global", (self.run_.at(clip), self.run_.at(record)),
+                         note=f"one optimizer, initialized over {trained.data.cls.name}(policy=..., value=...), "
+                              "clips the global norm of both networks' gradients together")
+                return
+        raise PatternNotFound(keys, TRAIN, "the optimizer holding clip_by_global_norm() is not initialized over the "
+                                           "policy's and the value's params together in train()")
 
     # -- entropy ----------------------------------------------------------------------
     def _entropy(self) -> None:
@@ -666,6 +835,52 @@ class _Derivation:
                  note=None if transform == "exp" else f"noise_std_type={noise.value!r}: the raw parameter is the std")
         self.add("std_min", None, noise.provenance, note="no floor on the std")
         self.add("std_max", None, noise.provenance, note="no upper bound on the std")
+
+    def _entropy_estimator(self) -> None:
+        """The entropy compute_ppo_loss takes: the action distribution's ``entropy(params, rng)``,
+        run by the engine on its class. One that depends on the sampled key (not only its shape)
+        is a one-sample estimate; squashed when the distribution's postprocess is tanh."""
+        keys = ("entropy_estimator",)
+        frame, _ = self.loss_run(keys)
+        entropy = frame.locals.get("entropy")
+        if entropy is None:
+            raise PatternNotFound(keys, LOSSES, "`entropy` is not computed in compute_ppo_loss()")
+        if not self.known("action_distribution"):
+            raise PatternNotFound(keys, DISTRIBUTION, "the action distribution is not read")
+        kind = self.facts["action_distribution"].value
+        class_name = {"tanh_normal": "NormalTanhDistribution", "normal": "NormalDistribution"}.get(kind)
+        engine = self.run_.engine
+        module = engine.module("brax.training.distribution")
+        cls = engine.lookup(module, class_name) if module is not None and class_name else None
+        if cls is None or not isinstance(cls.data, flow.Class):
+            raise PatternNotFound(keys, DISTRIBUTION, f"class {class_name or kind} not found")
+        method = cls.data.lookup("entropy")
+        if method is None or not isinstance(method.data, flow.Function):
+            raise PatternNotFound(keys, DISTRIBUTION, f"{class_name}.entropy() not found")
+        instance = engine.call(cls, flow.sym("param", "event_size"))
+        seed = flow.sym("param", "seed")
+        out = engine.call(engine.getattr(instance, "entropy"), flow.sym("param", "parameters"), seed)
+        rng = frame.locals.get("rng")
+        where = tuple(sorted(p for p in entropy.lines if p.path == LOSSES)) + (
+            engine.where(method.data.module, method.data.node),)
+        if not semantics.depends_on(out, seed):
+            self.add("entropy_estimator", "analytic", where,
+                     note=f"{class_name}.entropy() is a closed form of the distribution's parameters")
+            return
+        if rng is None or not semantics.depends_on(entropy, rng):
+            raise PatternNotFound(keys, LOSSES, f"{class_name}.entropy() samples, but compute_ppo_loss gives it no key")
+        squashed = engine.call(engine.getattr(instance, "postprocess"), flow.sym("param", "action"))
+        if flow.call_name(squashed) != "tanh":
+            raise PatternNotFound(keys, DISTRIBUTION, f"{class_name}.entropy() samples an unsquashed distribution: "
+                                                      "no value of the vocabulary says so")
+        summed = out
+        while flow.call_name(summed) in flow.LINEAR_CALLS and flow.call_operand(summed) is not None:
+            summed = flow.call_operand(summed)  # the entropy summed over the action dimensions
+        terms = [term for term in flow.terms(summed) if semantics.depends_on(term, seed)]
+        sampled = sorted({p for value in [summed, *terms] for p in value.lines if p.path == DISTRIBUTION})
+        self.add("entropy_estimator", "sampled_squashed", where + tuple(sampled),
+                 note=f"{class_name}.entropy(): the Gaussian's closed form plus tanh's log-det-Jacobian at one action "
+                      "sampled with the loss's key")
 
     def _architecture(self) -> None:
         self.from_setting("policy_hidden_layers", self.network, "policy_hidden_layer_sizes", PPO_NETWORKS)
@@ -766,6 +981,14 @@ def _nested(node: cst.CSTNode | None, name: str) -> cst.FunctionDef | None:
     return None
 
 
+def _partial_of(value: flow.V, name: str) -> bool:
+    """``functools.partial(name, ...)`` (or ``name`` itself) as the engine holds it."""
+    data = value.data
+    if isinstance(data, flow.Partial):
+        data = data.function.data
+    return isinstance(data, flow.Function) and data.name == name
+
+
 def _class(module: PyModule, name: str) -> cst.ClassDef | None:
     found = module.classes(name)
     return found[0] if found else None
@@ -788,11 +1011,6 @@ def _assignment_to(node: cst.CSTNode, target: str, value_suffix: str) -> cst.Ass
         if name.endswith("." + value_suffix):
             return assign
     return None
-
-
-def _ifs_on(node: cst.CSTNode, name: str) -> list[cst.If]:
-    return [c for c in descendants(node) if type(c) is cst.If and type(c.test) is cst.Name
-            and c.test.value == name]
 
 
 def _products_with(node: cst.CSTNode, name: str) -> list[cst.BinaryOperation]:

@@ -26,7 +26,7 @@ from .pyast import call_kwargs
 TRAIN_MODULE = "brax.training.agents.ppo.train"
 # Calls the Brax readers look at (last name component).
 WATCH = frozenset({"partial", "scan", "adam", "clip_by_global_norm", "compute_gae", "clip", "quantile_huber_loss",
-                   "generate_unroll", "chain"})
+                   "generate_unroll", "chain", "update", "init"})
 
 
 def setting_value(setting: Setting) -> V:
@@ -62,7 +62,7 @@ class TrainRun:
         self.function: Function | None = None
         self.failures: list[Raised] = []
         self.calls: list[CallRecord] = []
-        self._nested: dict[int, Frame | None] = {}
+        self._nested: dict[int, tuple[Frame | None, list[CallRecord]]] = {}
         self._loss: tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None] | None = None
         self._calls: tuple[list[Invocation], list[tuple]] | None = None
         self._received: dict[str, tuple[V, tuple, str]] | None = None
@@ -112,16 +112,23 @@ class TrainRun:
     def nested_frame(self, node: cst.FunctionDef) -> Frame | None:
         """The frame of a function nested in train() (``training_step``), run once with
         symbolic arguments; None when train() does not bind it."""
+        return self.nested_run(node)[0]
+
+    def nested_run(self, node: cst.FunctionDef) -> tuple[Frame | None, list[CallRecord]]:
+        """A function nested in train() run once with symbolic arguments: its frame (train()'s
+        when train() does not bind it) and the watched calls it made, in order."""
         if self.frame is None:
-            return None
+            return None, []
         key = id(node)
         if key not in self._nested:
             found = next((v for v in self.frame.locals.values()
                           if isinstance(v.data, Function) and v.data.node is node), None)
-            frame = None
+            frame, calls = None, []
             if found is not None:
+                before = len(self.engine.calls)
                 _, frame = self.engine.run(found, **open_arguments(found.data, set()))
-            self._nested[key] = frame if frame is not None else self.frame
+                calls = list(self.engine.calls[before:])
+            self._nested[key] = (frame if frame is not None else self.frame, calls)
         return self._nested[key]
 
     def evaluate(self, node: cst.CSTNode, frame: Frame | None = None) -> V | None:

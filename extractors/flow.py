@@ -1911,6 +1911,9 @@ class Engine:
 
     def _construct(self, callee: V, args: list[V], kwargs: dict[str, V], frame, node) -> V:
         cls: Class = callee.data
+        member = _enum_member(cls, args, kwargs)
+        if member is not None:
+            return member
         instance = self._new_instance(cls, {}, (tuple(args), dict(kwargs)))
         value = V(instance)
         init = cls.lookup("__init__")
@@ -2104,6 +2107,28 @@ def _identical(a: V, b: V) -> bool | None:
     if isinstance(a.data, (Instance, Function, Class, Module)) and isinstance(b.data, (Instance, Function, Class,
                                                                                         Module)):
         return a.data is b.data
+    return None
+
+
+ENUM_BASES = frozenset({"enum.Enum", "enum.IntEnum", "enum.StrEnum"})
+
+
+def _enum_member(cls: Class, args: list[V], kwargs: dict[str, V]) -> V | None:
+    """``Schedule(value)`` of an ``enum.Enum`` subclass whose members are constants: the member
+    with that value. A member is modelled as its value (``Schedule.NONE`` reads as ``'NONE'``),
+    so members compare with each other as Python compares them (``Schedule('NONE') ==
+    Schedule.ADAPTIVE_KL`` is decided), which is what configs branch on."""
+    if kwargs or len(args) != 1 or not is_const(args[0]):
+        return None
+    if not any(qualified_name(base) in ENUM_BASES for base in cls.bases):
+        return None
+    members = [v for name, v in cls.namespace.items()
+               if not name.startswith("_") and not isinstance(v.data, (Function, Class))]
+    if not members or not all(is_const(v) for v in members):
+        return None
+    for member in members:
+        if type(member.data) is type(args[0].data) and member.data == args[0].data:
+            return member.with_lines(args[0].lines)
     return None
 
 

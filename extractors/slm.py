@@ -14,7 +14,9 @@ an ERROR finding (``spec_code_mismatch`` / ``unread_spec_key``) with both proven
 The variant is also built and trained once by the data-flow engine (:mod:`brax_diff.extractors.slm_run`):
 the batch guard, the value loss handed to the critic's ``train_step`` (on the branch the
 variant takes), the ratio clamp, the schedulers, the actor/critic nets and the specs they
-are built from, and the env wrapper chain's reward multiplier are read from what that run
+are built from, the env wrapper chain's reward multiplier and the layer keeping observation
+statistics, ``calc_gaes`` (what cuts its bootstrap, and where train() runs it), the gradient
+clips (whose parameters) and the entropy in the policy loss are read from what that run
 computes. A raise every run reaches is a ``cannot_train`` ERROR with its line; with any
 ``cannot_train`` or ``spec_code_mismatch`` finding the variant cannot train at this ref
 (:func:`trains`). Every canonical key is in every extraction: a key the code's shape does
@@ -32,7 +34,7 @@ from brax_diff.facts import Extraction, Fact, Finding, Provenance
 from brax_diff.sources import Snapshot
 from brax_diff.vocabulary import KEYS, canonical_activation
 
-from . import flow
+from . import flow, semantics
 from . import slm_code as code
 from .slm_run import SlmRun
 from .slm_setup import SETUP_KEYS, SetupFacts
@@ -67,6 +69,9 @@ SPEC_NAMES = ("env.name", "agent.memory.name", "agent.algorithm.name", "agent.al
               "agent.net.hid_layers_activation", "agent.net.init_fn")
 # Keys SLM-Lab's own machinery reads from every algorithm/net spec, outside the class.
 ALGORITHM_KEYS_READ_ELSEWHERE = {"name"}
+# torch.distributions classes whose entropy() is a closed form of their parameters (none samples).
+TORCH_CLOSED_FORM_ENTROPY = frozenset({"Normal", "MultivariateNormal", "Beta", "Gumbel", "LogNormal", "Categorical",
+                                       "Bernoulli", "Laplace", "Uniform"})
 TORCH_ADAM_EPS = 1e-8  # torch.optim.Adam's default eps
 TORCH_ADAM_LR = 1e-3  # torch.optim.Adam's default lr
 # Findings that say the variant cannot train at the ref (the others inform).
@@ -252,6 +257,7 @@ class _VariantFacts:
         self._runnability()
         self._batch()
         self._reward_and_observations()
+        self._obs_norm_update()
         self._value_and_advantages()
         self._net()
         self._budget()
@@ -531,6 +537,29 @@ class _VariantFacts:
             self.unknown("obs_clip", f"no ClipObservation in the playground builder of {code.ENV_INIT}, and no GPU "
                                      "normalizer that does not clip")
 
+    def _obs_norm_update(self) -> None:
+        """When the observation statistics move: the wrapper of the env make_env builds whose step
+        writes them from the observations it normalizes (:meth:`SlmRun.observation_statistics`)."""
+        key = "obs_norm_update"
+        enabled = self.out.facts.get("obs_normalization")
+        if enabled is None or enabled.is_unknown:
+            self.unknown(key, f"obs_normalization not read ({code.ENV_INIT} make_env)")
+            return
+        if not enabled.value:
+            self.add(key, None, enabled.provenance, "observations are not normalized")
+            return
+        env, failures, _ = self.run.env()
+        found = self.run.observation_statistics(env)
+        if found.why is not None or found.update is None:
+            why = found.why or f"no layer of the env make_env builds ({code.ENV_INIT}) keeps observation statistics"
+            if failures:
+                why = f"make_env(spec) stops before the env is built ({why})"
+            self.unknown(key, why, enabled.provenance)
+            return
+        self.add(key, found.update, list(found.lines) + list(enabled.provenance),
+                 f"{found.wrapper}.step updates the running statistics from each env step's observations (all envs) "
+                 "before normalizing them")
+
     def _reward_scale(self) -> None:
         """The constant between the simulator's reward and the agent, read down the wrapper
         chain make_env(spec) returns (a ``reward_scale`` argument followed into the env class
@@ -567,16 +596,7 @@ class _VariantFacts:
             else:
                 self.unknown(key, f"agent.algorithm.{spec_key} is {value!r} and the algorithm sets no default",
                              [at], kind="missing_setting")
-        gae = self.tree.ask(code.read_gae)
-        if gae is None or gae.value is None:
-            self.missing_pattern("calc_gaes", code.MATH_UTIL, "bootstrap_on_timeout")
-        else:
-            truncation_bootstraps = gae.value == "terminateds"
-            self.add("bootstrap_on_timeout", truncation_bootstraps, self.at_code(gae),
-                     "GAE masks on terminateds only: a truncated step bootstraps from the next stored "
-                     "state's value (after an auto-reset, the new episode's first state), and the GAE "
-                     "trace runs on across the truncation"
-                     if truncation_bootstraps else "GAE masks on dones: truncation is treated as termination")
+        self._gae()
         self._value_loss()
         clip_vloss, clip_vloss_at, _ = self.algo("clip_vloss")
         clip_eps, clip_eps_at, clip_eps_note = self.setting("agent.algorithm.clip_eps_spec.start_val", None)
@@ -604,6 +624,79 @@ class _VariantFacts:
         self._schedule("entropy_coef_scheduler", "agent.algorithm.entropy_coef_spec", "entropy_coef",
                        "entropy_schedule", "entropy_coef_final")
         self._action_distribution()
+
+    def _gae(self) -> None:
+        """``calc_gaes`` as train() calls it, run by the engine: where in train() it runs
+        (``gae_recompute``) and what cuts its bootstrap term and trace (``truncation``)."""
+        records, _ = self.run.train()
+        gaes = [i for i, r in enumerate(records) if r.name == "calc_gaes" and isinstance(r.callee.data, flow.Function)]
+        if not gaes:
+            why = f"train() calls no {code.MATH_UTIL} calc_gaes() the engine follows"
+            self.unknown("gae_recompute", why)
+            self.unknown("truncation", why)
+            return
+        record = records[gaes[0]]
+        loop = [i for i, r in enumerate(records) if r.name in ("split_minibatch", "train_step")]
+        if loop and max(gaes) < min(loop):
+            first = records[min(loop)]
+            self.add("gae_recompute", "per_update", [self.run.where(record), self.run.where(first)],
+                     f"calc_gaes runs once in train(), before the epochs' minibatch loop ({first.name} at "
+                     f"{first.path}:{first.line}): advantages and value targets stay fixed for the update")
+        else:
+            train = f"{self.algorithm.path if self.algorithm else code.ALGORITHM_DIR} train()"
+            self.unknown("gae_recompute", f"calc_gaes runs inside the minibatch loop of {train} (or train() hands no "
+                                          "loss to a train_step): a schedule the extractor does not read",
+                         [self.run.where(record)])
+        self._truncation(record)
+
+    def _truncation(self, record) -> None:
+        """calc_gaes run once more on the arguments train() gives it: the term of ``deltas`` that
+        bootstraps from ``v_preds[1:]`` and the signals ``1 - x`` that cut it. Cut by the
+        terminations only, it bootstraps at a truncation from the next stored state, which the
+        Playground env's auto-reset makes the next episode's first."""
+        key = "truncation"
+        v_preds = self.run.argument(record, "v_preds")
+        _, frame = self.run.engine.run(record.callee, *record.args, **record.kwargs)
+        deltas = frame.locals.get("deltas") if frame is not None else None
+        where = [self.run.where(record)]
+        if v_preds is None or deltas is None:
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL} computes no `deltas` from `v_preds`", where)
+            return
+        bootstrap = [t for t in flow.terms(deltas)
+                     if any(_next_step(a, v_preds) for a in semantics.factors(t))]
+        if len(bootstrap) != 1:
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: `deltas` has no single term bootstrapping from "
+                              "v_preds[1:]", where)
+            return
+        cuts = semantics.masks(bootstrap[0])
+        cut_by = {semantics.last_name(m) or flow.describe(m) for m in cuts}
+        read = set().union(*(semantics.names_read(v) for v in frame.locals.values()))
+        lines = sorted(p for p in semantics.product_lines(bootstrap[0]) | {p for m in cuts for p in m.lines}
+                       if p.path != self.spec.path) + where
+        if cut_by & {"dones", "done"}:
+            self.add(key, "terminal", lines, "calc_gaes cuts the bootstrap on dones (terminated or truncated): a "
+                                             "truncation is treated as a termination")
+            return
+        if not cuts or not cut_by <= {"terminateds", "terminated"} or any("trunc" in n for n in read):
+            shown = ", ".join(sorted(cut_by)) or "nothing"
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: the bootstrap term is cut by {shown}: a shape the "
+                              "extractor does not read", lines)
+            return
+        if not any(_steps_of(a, v_preds) == (None, -1, None) for t in flow.terms(deltas) for a in semantics.factors(t)):
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: `deltas` does not subtract v_preds[:-1], so "
+                              "v_preds[t + 1] need not be the next stored state's value", lines)
+            return
+        _, _, env_calls = self.run.env()
+        resets = [c for c in env_calls if c.name == "wrap_for_brax_training"]
+        if not resets:
+            self.unknown(key, "calc_gaes bootstraps a truncated step from the next stored state's value; what that "
+                              "state is after a truncation depends on the env's auto-reset, which the extractor reads "
+                              "for playground/ envs only (wrap_for_brax_training)", lines)
+            return
+        self.add(key, "bootstrap_next_obs_across_reset", lines + [self.run.where(resets[0])],
+                 "calc_gaes reads no truncation signal, only terminateds cut its bootstrap term: at a truncation "
+                 "the delta uses V(states[t+1]), which after Playground's auto-reset (wrap_for_brax_training) is the "
+                 "next episode's first state, and the GAE trace runs on across the boundary")
 
     def statements(self, lines) -> list[str]:
         """The code statements on these provenance lines (spec lines left out), for notes."""
@@ -834,6 +927,7 @@ class _VariantFacts:
         else:
             self.add("action_distribution", DISTRIBUTIONS.get(name, name.lower()), [pd_at, self.at_code(table)],
                      pd_note)
+        self._entropy_estimator(name if name in table.value["names"] else None, [pd_at, self.at_code(table)])
         clamp = self.tree.ask(code.read_log_std_clamp)
         if clamp is None:
             self.missing_pattern("log-std clamp in init_action_pd", code.POLICY_UTIL, "std_min")
@@ -847,6 +941,42 @@ class _VariantFacts:
                 self.add("std_min", 0.0, self.at_code(clamp), "no lower clamp: exp of the log-std, > 0")
             self.add("std_max", math.exp(hi) if hi is not None else None, self.at_code(clamp),
                      f"exp({hi})" if hi is not None else "no upper clamp")
+
+    def _entropy_estimator(self, pd_name: str | None, pd_at: list) -> None:
+        """The entropy in the policy loss train() computes: ``entropy()`` of the action
+        distribution, given no sample; the class is what ``get_action_pd_cls`` resolves the spec's
+        distribution to (run by the engine), and torch's distributions compute it in closed form."""
+        key = "entropy_estimator"
+        records, _ = self.run.train()
+        losses = [r for r in records if r.name == "calc_policy_loss"]
+        where_loss = self.algorithm.path if self.algorithm else code.ALGORITHM_DIR
+        calls = [c for r in losses for c in semantics.calls_of(r.result, "entropy")]
+        if not calls:
+            self.unknown(key, f"calc_policy_loss() in {where_loss} computes no entropy() of the action distribution "
+                              "the engine follows")
+            return
+        where = sorted({p for c in calls for p in c.lines})
+        if any(len(c.data.args) > 1 or c.data.kwargs for c in calls):
+            self.unknown(key, f"calc_policy_loss() in {where_loss} gives entropy() an argument: an estimator the "
+                              "extractor does not read", where)
+            return
+        if pd_name is None:
+            self.unknown(key, "the action distribution is not defined at this ref", where)
+            return
+        module = self.run.engine.module("slm_lab.agent.algorithm.policy_util")
+        resolve = self.run.engine.lookup(module, "get_action_pd_cls") if module is not None else None
+        if resolve is None:
+            self.unknown(key, f"get_action_pd_cls() not found in {code.POLICY_UTIL}", where)
+            return
+        cls = self.run.engine.call(resolve, flow.const(pd_name), flow.const("multi_continuous"))
+        name = flow.qualified_name(cls) or ""
+        if name.rsplit(".", 1)[0] != "torch.distributions" or name.rsplit(".", 1)[-1] not in TORCH_CLOSED_FORM_ENTROPY:
+            self.unknown(key, f"{pd_name} resolves to `{flow.describe(cls)}`, whose entropy() the extractor does not "
+                              "know", where)
+            return
+        self.add(key, "analytic", where + sorted(cls.lines) + pd_at,
+                 f"calc_policy_loss takes {name}.entropy() of the action distribution, given no sample: torch's "
+                 "closed form")
 
     # -- networks, optimizer, schedule ------------------------------------------------------
     def _net(self) -> None:
@@ -882,8 +1012,43 @@ class _VariantFacts:
                  [clip_at] + ([self.at_code(scope)] if scope else []),
                  f"{clip_note}; clip_grad_norm_ per network (actor and critic separately)"
                  if scope and scope.value == "per_network" else clip_note)
+        self._grad_clip_scope()
         self._init(net_setting)
         self._optimizer(net_setting)
+
+    def _grad_clip_scope(self) -> None:
+        """The nets whose parameters train() clips (``clip_grad_norm_(net.parameters(), ...)`` in
+        each net's ``train_step``): the actor's and the critic's separately, or one shared net."""
+        key = "grad_clip_scope"
+        records, _ = self.run.train()
+        clips = [r for r in records if r.name == "clip_grad_norm_"]
+        if not clips:
+            clip = self.out.facts.get("max_grad_norm")
+            if clip is not None and not clip.is_unknown and clip.value is None:
+                self.add(key, None, clip.provenance, "clip_grad_val null: no gradient clipping")
+            else:
+                self.unknown(key, f"train() clips no gradients the engine follows (clip_grad_norm_ in {code.NET_BASE} "
+                                  "train_step)")
+            return
+        owners = [_parameters_owner(r.args[0]) if r.args else None for r in clips]
+        nets = {name: self.run.attr(name) for name in ("net", "critic_net")}
+        clipped = [name for name, net in nets.items()
+                   if net is not None and any(o is not None and o.data is net.data for o in owners)]
+        steps = [self.run.where(r) for r in records if r.name == "train_step" and r.path.startswith(code.ALGORITHM_DIR)]
+        where = [self.run.where(clips[0])] + sorted(set(steps))
+        shared = self.run.attr("shared")
+        if any(o is None for o in owners) or not clipped:
+            train = f"{self.algorithm.path if self.algorithm else code.ALGORITHM_DIR} train()"
+            self.unknown(key, f"{train} clips the parameters of something other than the algorithm's nets", where)
+        elif clipped == ["net", "critic_net"]:
+            self.add(key, "per_network", where, "each net's train_step clips its own parameters' gradient norm: the "
+                                                "actor's and the critic's separately")
+        elif clipped == ["net"] and shared is not None and flow.is_const(shared) and flow.plain(shared) is True:
+            self.add(key, "global", where, "one shared net: its train_step clips the gradient norm of the policy and "
+                                           "value loss together")
+        else:
+            self.unknown(key, f"train() clips the parameters of {' and '.join(clipped)} only (shared: "
+                              f"{flow.describe(shared) if shared is not None else 'unset'})", where)
 
     def _shared_and_layers(self) -> None:
         """``self.shared`` as the algorithm's init_nets sets it, and the layers of the nets it
@@ -1103,6 +1268,29 @@ def _is_number_text(text: str) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parameters_owner(value: flow.V) -> flow.V | None:
+    """``net`` of ``net.parameters()``."""
+    data = value.data
+    if isinstance(data, flow.Sym) and data.op == "call" and data.args:
+        callee = data.args[0].data
+        if isinstance(callee, flow.Sym) and callee.op == "attr" and callee.name == "parameters" and callee.args:
+            return callee.args[0]
+    return None
+
+
+def _steps_of(value: flow.V, v_preds: flow.V) -> tuple | None:
+    """(start, stop, step) when ``value`` is a constant slice of ``v_preds``."""
+    data = value.data  # the engine keeps a slice as item(container, start, stop, step)
+    if not (isinstance(data, flow.Sym) and data.op == "item" and len(data.args) == 4 and data.args[0] is v_preds):
+        return None
+    return tuple(flow.plain(p) for p in data.args[1:]) if all(flow.is_const(p) for p in data.args[1:]) else None
+
+
+def _next_step(value: flow.V, v_preds: flow.V) -> bool:
+    """``v_preds[1:]``: the value of the state after each step."""
+    return _steps_of(value, v_preds) == (1, None, None)
 
 
 def _is_one(value: Any) -> bool:

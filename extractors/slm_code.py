@@ -244,18 +244,6 @@ def read_training_trigger(tree: SourceTree, memory_name: str) -> Found | None:
     return Found("training_frequency", module.path, line) if line else Found(None, module.path, module.line(cls))
 
 
-def read_gae(tree: SourceTree) -> Found | None:
-    """Whether GAE cuts the bootstrap on ``terminateds`` (truncation bootstraps) or ``dones``."""
-    module = tree.module(MATH_UTIL)
-    fn = module.function("calc_gaes") if module else None
-    if fn is None:
-        return None
-    params = [p.name.value for p in fn.params.params]
-    mask = "terminateds" if "terminateds" in params else ("dones" if "dones" in params else None)
-    line = find_line(module, fn, "not_") or module.line(fn)
-    return Found(mask, module.path, line)
-
-
 def read_log_std_clamp(tree: SourceTree) -> Found | None:
     """``torch.clamp(scale, min=lo, max=hi).exp()`` in ``init_action_pd`` -> (lo, hi)."""
     module = tree.module(POLICY_UTIL)

@@ -36,6 +36,7 @@ ROOTS = ("slm_lab",)
 ASSUME = {"torch.cuda.is_available": True}  # the GPU path: SLM-Lab's Playground runs use CUDA
 ENVIRON = {"PROFILE": "false"}  # `slm-lab run` without --profile: env_var.set_from_cli's default
 WATCH = frozenset({"train_step", "clamp", "venv_pack", "calc_val_loss", "calc_policy_loss", "split_minibatch",
+                   "calc_gaes", "clip_grad_norm_",
                    "PlaygroundVecEnv", "make", "make_vec", "wrap_for_brax_training", "load"})
 ENV_MODULE = "slm_lab.env"
 ALGORITHM_PACKAGE = "slm_lab.agent.algorithm"
@@ -48,6 +49,16 @@ REWARD_NEUTRAL = {"RecordEpisodeStatistics", "RescaleAction", "NormalizeObservat
                   "RecordVideo", "VectorListInfo", "DtypeObservation"}
 REWARD_TRANSFORMS = {"TransformReward"}  # TransformReward(env, func): rewards become func(rewards)
 REWARD_NONLINEAR = {"NormalizeReward", "ClipReward"}
+
+
+@dataclass(frozen=True)
+class ObsStatistics:
+    """When the wrapper that keeps running observation statistics updates them, and where."""
+
+    update: str | None  # "per_env_step" | None (no wrapper of the files read keeps statistics)
+    lines: tuple[Provenance, ...]
+    wrapper: str = ""
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,22 @@ class SlmRun:
     def where(self, record: CallRecord) -> Provenance:
         return self.snapshot.where(record.path, record.line)
 
+    @staticmethod
+    def argument(record: CallRecord, name: str) -> V | None:
+        """The argument a call passed for parameter ``name`` (by keyword, else by position)."""
+        if name in record.kwargs:
+            return record.kwargs[name]
+        callee = record.callee.data
+        function = callee.function if isinstance(callee, flow.Bound) else callee
+        if not isinstance(function, flow.Function):
+            return None
+        params = function.node.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        if isinstance(callee, flow.Bound):
+            names = names[1:]
+        index = names.index(name) if name in names else len(record.args)
+        return record.args[index] if index < len(record.args) else None
+
     # -- reading the env's reward multiplier ------------------------------------------------------
     def reward_scale(self, env: V) -> RewardScale:
         """The constant rewards are multiplied by between the simulator and the agent, read
@@ -255,6 +282,74 @@ class SlmRun:
         sites = [s for s in sites if s]
         note = f"multiplied in {', '.join(sites)}" if sites else "no layer of the env scales rewards"
         return RewardScale(float(f"{total:.12g}"), tuple(sorted(lines)), "env" if sites else "none", None, note)
+
+    # -- reading the env's observation statistics ----------------------------------------------------
+    def observation_statistics(self, env: V) -> ObsStatistics:
+        """The layer of the wrapper chain ``make_env`` returned whose ``step`` writes running
+        statistics of the observations it is handed (run by the engine over an inner env whose
+        observations are a symbol): it updates them at every env step."""
+        current = env
+        for _ in range(40):
+            data = current.data
+            if isinstance(data, flow.Phi):
+                found = [self.observation_statistics(option) for option in data.options]
+                if any(f.why for f in found) or len({f.update for f in found}) != 1:
+                    why = next((f.why for f in found if f.why), None) or \
+                        f"{data.why}: the observation statistics are kept by different layers"
+                    return ObsStatistics(None, (), "", why)
+                lines = tuple(sorted({p for f in found for p in f.lines}))
+                return ObsStatistics(found[0].update, lines, found[0].wrapper)
+            if isinstance(data, Instance):
+                inner = _inner_env(data)
+                if inner is None:
+                    return ObsStatistics(None, (), data.cls.name)  # the simulator's env: no statistics
+                written = self._statistics_written(current)
+                if written:
+                    return ObsStatistics("per_env_step", written, data.cls.name)
+                current = inner
+                continue
+            if isinstance(data, flow.Sym) and data.op == "call" and len(data.args) >= 2:
+                name = flow.short_name(data.args[0]) or ""
+                if "Normalize" in name and "Observation" in name:
+                    return ObsStatistics(None, (), name, f"observations are normalized by {name}, outside the files "
+                                                         "read")
+                if name in REWARD_NEUTRAL | REWARD_TRANSFORMS | REWARD_NONLINEAR or \
+                        name.startswith("Vector") and name[6:] in REWARD_NEUTRAL | REWARD_TRANSFORMS | REWARD_NONLINEAR:
+                    current = data.args[1]
+                    continue
+                if name in ("make", "make_vec"):
+                    return ObsStatistics(None, (), name)
+                return ObsStatistics(None, (), name, f"the env is wrapped by `{name}`, which the extractor does not "
+                                                     "know")
+            return ObsStatistics(None, (), "", f"make_env returns `{flow.describe(current)}`: "
+                                               f"{flow.why_not_constant(current)}")
+        return ObsStatistics(None, (), "", "the env wrapper chain is deeper than 40 layers")
+
+    def _statistics_written(self, wrapper: V) -> tuple[Provenance, ...]:
+        """The lines of the attributes a wrapper's ``step`` writes from the observations the inner
+        env returns and then normalizes with (empty when it keeps no such statistics)."""
+        instance: Instance = wrapper.data
+        if instance.cls.lookup("step") is None:
+            return ()
+        observations = sym("param", "inner_observations")
+        inner = self.engine.stub("inner_env", step=V(flow.Native(
+            "step", lambda a, k, f, n: V((observations, sym("param", "rewards"), sym("param", "terminated"),
+                                          sym("param", "truncated"), sym("param", "info"))))))
+        saved = dict(instance.attrs)
+        instance.attrs["env"] = inner
+        try:
+            out = self.engine.call(self.engine.getattr(wrapper, "step"), sym("param", "actions"))
+            written = [value for name, value in instance.attrs.items()
+                       if name != "env" and saved.get(name) is not value and flow.mentions(value, lambda v:
+                                                                                          v is observations)]
+        finally:
+            instance.attrs.clear()
+            instance.attrs.update(saved)
+        returned = out.data[0] if isinstance(out.data, (tuple, list)) and out.data else None
+        if not written or returned is None or not any(flow.mentions(returned, lambda v, w=w: v is w)
+                                                      for w in written):
+            return ()
+        return tuple(sorted({p for value in written for p in value.lines}))
 
     def _either(self, phi: flow.Phi) -> RewardScale:
         results = [self.reward_scale(option) for option in phi.options]
@@ -344,4 +439,4 @@ def _plain_or(value: V | None, default: Any = None) -> Any:
     return flow.plain(value)
 
 
-__all__ = ["SlmRun", "RewardScale"]
+__all__ = ["SlmRun", "RewardScale", "ObsStatistics"]

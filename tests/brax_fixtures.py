@@ -20,6 +20,7 @@ PPO_NETWORKS = "brax/training/agents/ppo/networks.py"
 NETWORKS = "brax/training/networks.py"
 DISTRIBUTION = "brax/training/distribution.py"
 RUNNING_STATISTICS = "brax/training/acme/running_statistics.py"
+TYPES = "brax/training/types.py"
 
 DM_PARAMS = "mujoco_playground/config/dm_control_suite_params.py"
 LOCO_PARAMS = "mujoco_playground/config/locomotion_params.py"
@@ -90,7 +91,7 @@ def train(
     return carry, metrics
 
   def training_step(carry, unused_t):
-    state, key = carry
+    state, key, normalizer_params = carry
 
     def f(carry, unused_t):
       current_state, current_key = carry
@@ -100,11 +101,15 @@ def train(
 
     (state, _), data = jax.lax.scan(
         f, (state, key), (), length=batch_size * num_minibatches // num_envs)
+    normalizer_params = running_statistics.update(normalizer_params, data.observation)
     carry, metrics = jax.lax.scan(
-        functools.partial(sgd_step, data=data, normalizer_params=None),
+        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
         carry, (), length=num_updates_per_batch)
     return carry, metrics
 
+  key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
+  init_params = ppo_losses.PPONetworkParams(policy=key_policy, value=key_value)
+  optimizer_state = optimizer.init(init_params)
   return training_step
 '''
 
@@ -128,8 +133,16 @@ TRAIN_NEW = (TRAIN_OLD
                       "      normalize_advantage=normalize_advantage,\n"
                       "      vf_coefficient=vf_loss_coefficient,\n"
                       "      clipping_epsilon_value=clipping_epsilon_value,\n")
-             .replace("    (state, _), data = jax.lax.scan(\n",
-                      "    if bootstrap_on_timeout:\n      data = data\n    (state, _), data = jax.lax.scan(\n"))
+             .replace("    normalizer_params = running_statistics.update(",
+                      "    if bootstrap_on_timeout:\n"
+                      "      data = types.Transition(\n"
+                      "          observation=data.observation,\n"
+                      "          reward=data.reward + discounting * data.extras['state_extras']['time_out']\n"
+                      "          * data.extras['policy_extras']['value'],\n"
+                      "          extras=data.extras,\n"
+                      "      )\n"
+                      "    normalizer_params = running_statistics.update(")
+             .replace("from brax.training import acting\n", "from brax.training import acting\nfrom brax.training import types\n"))
 
 # Refactored: the step function renamed, so the unroll scan is no longer where it was.
 TRAIN_REFACTORED = TRAIN_NEW.replace("def training_step(", "def collect_and_learn(").replace(
@@ -173,11 +186,12 @@ TRAIN_CALL_BINDING = (TRAIN_NEW
                                "        functools.partial(minibatch_step, normalizer_params=normalizer_params,\n"
                                "                          entropy_cost=entropy_cost),\n")
                       .replace("    carry, metrics = jax.lax.scan(\n"
-                               "        functools.partial(sgd_step, data=data, normalizer_params=None),\n",
+                               "        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),\n",
                                "    current_entropy_cost = jnp.array(entropy_cost, dtype=jnp.float32)\n"
                                "    carry, metrics = jax.lax.scan(\n"
-                               "        functools.partial(sgd_step, data=data, normalizer_params=None,\n"
+                               "        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params,\n"
                                "                          entropy_cost=current_entropy_cost),\n"))
+assert TRAIN_CALL_BINDING.count("entropy_cost=current_entropy_cost") == 1  # every replacement above took
 
 LOSSES_OLD = '''
 """Fixture loss: GAE over the time axis, then a clipped surrogate."""
@@ -185,15 +199,28 @@ import jax
 import jax.numpy as jnp
 
 
+class PPONetworkParams:
+
+  def __init__(self, policy, value):
+    self.policy = policy
+    self.value = value
+
+
 def compute_gae(truncation, termination, rewards, values, bootstrap_value, lambda_=1.0, discount=0.99):
   truncation_mask = 1 - truncation
-  deltas = (rewards - values) * truncation_mask
+  next_values = jnp.concatenate([values[1:], bootstrap_value[None]], axis=0)
+  deltas = (rewards + discount * (1 - termination) * next_values - values) * truncation_mask
 
-  def step(acc, target_t):
-    return target_t + discount * lambda_ * acc, acc
+  def step(carry, target_t):
+    lam, acc = carry
+    mask, delta, ended = target_t
+    acc = delta + discount * (1 - ended) * mask * lam * acc
+    return (lam, acc), acc
 
-  _, out = jax.lax.scan(step, jnp.zeros_like(bootstrap_value), deltas, reverse=True)
-  return out + values, out
+  _, out = jax.lax.scan(step, (lambda_, jnp.zeros_like(bootstrap_value)), (truncation_mask, deltas, termination),
+                        reverse=True)
+  advantages = out * truncation_mask
+  return out + values, advantages
 
 
 def compute_ppo_loss(
@@ -227,7 +254,8 @@ def compute_ppo_loss(
   policy_loss = -jnp.mean(jnp.minimum(rho_s * advantages, surrogate))
   v_error = vs - baseline
   v_loss = jnp.mean(v_error * v_error) * 0.5 * 0.5
-  entropy_loss = entropy_cost * -jnp.mean(data.entropy)
+  entropy = jnp.mean(ppo_network.parametric_action_distribution.entropy(data.logits, rng))
+  entropy_loss = entropy_cost * -entropy
   return policy_loss + v_loss + entropy_loss
 '''
 
@@ -305,22 +333,89 @@ def make_value_network(obs_size, hidden_layer_sizes=(256, 256), activation=linen
 '''
 
 DISTRIBUTION_TEXT = '''
-"""Fixture distributions."""
+"""Fixture distributions: a Gaussian, optionally squashed by tanh after sampling."""
 import jax
 import jax.numpy as jnp
 
 
-class NormalTanhDistribution:
+class Gaussian:
+
+  def __init__(self, loc, scale):
+    self.loc = loc
+    self.scale = scale
+
+  def sample(self, seed):
+    return self.loc + self.scale * jax.random.normal(seed, self.loc.shape)
+
+  def entropy(self):
+    return 0.5 + 0.5 * jnp.log(2.0 * jnp.pi) + jnp.log(self.scale)
+
+
+class Squash:
+
+  def forward(self, x):
+    return jnp.tanh(x)
+
+  def forward_log_det_jacobian(self, x):
+    return 2.0 * (jnp.log(2.0) - x - jnp.logaddexp(0.0, -2.0 * x))
+
+
+class Identity:
+
+  def forward(self, x):
+    return x
+
+  def forward_log_det_jacobian(self, x):
+    return jnp.zeros_like(x)
+
+
+class ParametricDistribution:
+
+  def __init__(self, param_size, postprocessor):
+    self.param_size = param_size
+    self._postprocessor = postprocessor
+
+  def postprocess(self, event):
+    return self._postprocessor.forward(event)
+
+  def entropy(self, parameters, seed):
+    dist = self.create_dist(parameters)
+    entropy = dist.entropy() + self._postprocessor.forward_log_det_jacobian(dist.sample(seed=seed))
+    return jnp.sum(entropy, axis=-1)
+
+
+class NormalTanhDistribution(ParametricDistribution):
 
   def __init__(self, event_size, min_std=0.001, var_scale=1):
-    self.param_size = 2 * event_size
+    super().__init__(2 * event_size, Squash())
     self._min_std = min_std
     self._var_scale = var_scale
 
   def create_dist(self, parameters):
     loc, scale = jnp.split(parameters, 2, axis=-1)
     scale = (jax.nn.softplus(scale) + self._min_std) * self._var_scale
-    return loc, scale
+    return Gaussian(loc, scale)
+
+
+class NormalDistribution(ParametricDistribution):
+
+  def __init__(self, event_size):
+    super().__init__(event_size, Identity())
+
+  def create_dist(self, parameters):
+    loc, scale = parameters
+    return Gaussian(loc, scale)
+'''
+
+TYPES_TEXT = '''
+"""Fixture transition record."""
+from typing import NamedTuple
+
+
+class Transition(NamedTuple):
+  observation: object
+  reward: object
+  extras: object
 '''
 
 RUNNING_STATISTICS_TEXT = '''
@@ -345,7 +440,7 @@ def normalize(batch, mean_std, max_abs_value=None):
 '''
 
 BRAX_OLD = {TRAIN: TRAIN_OLD, LOSSES: LOSSES_OLD, PPO_NETWORKS: PPO_NETWORKS_OLD, NETWORKS: NETWORKS_TEXT,
-            DISTRIBUTION: DISTRIBUTION_TEXT, RUNNING_STATISTICS: RUNNING_STATISTICS_TEXT}
+            DISTRIBUTION: DISTRIBUTION_TEXT, RUNNING_STATISTICS: RUNNING_STATISTICS_TEXT, TYPES: TYPES_TEXT}
 BRAX_NEW = {TRAIN: TRAIN_NEW, LOSSES: LOSSES_NEW, PPO_NETWORKS: PPO_NETWORKS_NEW}
 BRAX_REFACTORED = {TRAIN: TRAIN_REFACTORED}
 BRAX_NO_LOSSES = {LOSSES: None}

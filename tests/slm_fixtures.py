@@ -258,11 +258,16 @@ class PPO(ActorCritic):
         ratios = torch.exp(pdparams - batch["log_probs"])
         sur_1 = ratios * advs
         sur_2 = torch.clamp(ratios, 1.0 - clip_eps, 1.0 + clip_eps) * advs
-        return -torch.min(sur_1, sur_2).mean()
+        action_pd = policy_util.init_action_pd(self.agent.ActionPD, pdparams)
+        entropy = action_pd.entropy().mean()
+        return -torch.min(sur_1, sur_2).mean() - self.agent.entropy_coef * entropy
 
     def train(self):
         if self.to_train == 1:
             batch = self.sample()
+            with torch.no_grad():
+                v_preds = self.calc_v(batch["states"])
+                batch["advs"], batch["v_targets"] = self.calc_gae_advs_v_targets(batch, v_preds)
             for _ in range(self.training_epoch):
                 for minibatch in util.split_minibatch(batch, self.minibatch_size):
                     if self.agent.env.is_venv:
@@ -283,9 +288,20 @@ ACTOR_CRITIC = '''
 from slm_lab.agent import net
 from slm_lab.agent.algorithm.base import Algorithm
 from slm_lab.agent.net import net_util
+from slm_lab.lib import math_util
+import torch
 
 
 class ActorCritic(Algorithm):
+    def calc_v(self, states):
+        return (self.net if self.shared else self.critic_net)(states).view(-1)
+
+    def calc_gae_advs_v_targets(self, batch, v_preds):
+        last_v_pred = self.calc_v(batch["next_states"][-1:])
+        v_preds_all = torch.cat((v_preds, last_v_pred), dim=0)
+        advs = math_util.calc_gaes(batch["rewards"], batch["terminateds"], v_preds_all, self.gamma, self.lam)
+        return advs, advs + v_preds
+
     def init_nets(self, global_nets=None):
         assert "shared" in self.net_spec, "Specify shared for ActorCritic in net_spec"
         self.shared = self.net_spec["shared"]
@@ -354,6 +370,11 @@ ACTION_PDS = {
     "multi_continuous": ["Normal", "MultivariateNormal"],
     "discrete": ["Categorical"],
 }
+
+
+def get_action_pd_cls(action_pdtype, action_type):
+    assert action_pdtype in ACTION_PDS[action_type], "not a distribution of this action type"
+    return getattr(distributions, action_pdtype)
 
 
 def init_action_pd(ActionPD, pdparam):
@@ -678,10 +699,14 @@ class TorchNormalizeObservation:
     def __init__(self, env, epsilon: float = 1e-6):
         self.env = env
         self.epsilon = epsilon
+        self.count = 0
+        self.mean = 0.0
 
     def step(self, actions):
         obs, rewards, terminated, truncated, info = self.env.step(actions)
-        return (obs - 0.0) / self.epsilon, rewards, terminated, truncated, info
+        self.count = self.count + obs.shape[0]
+        self.mean = self.mean + (obs.mean(dim=0) - self.mean) * obs.shape[0] / self.count
+        return (obs - self.mean) / self.epsilon, rewards, terminated, truncated, info
 
 
 class VectorClipObservation:

@@ -54,12 +54,12 @@ def test_missing_side_says_why():
     assert diffs["clip_epsilon"].status == "missing_brax"
     assert diffs["clip_epsilon"].brax is None and diffs["clip_epsilon"].slm_value == 0.2
     assert diffs["clip_epsilon"].reason == "no Brax value: the extractor found no setting for it"
-    assert diffs["bootstrap_on_timeout"].status == "missing_slm"
+    slm = slm_extraction(drop=("truncation",))
+    assert {d.key: d for d in compare(brax_extraction(), slm)}["truncation"].status == "missing_slm"
 
-    slm.find(Finding("pattern_not_found", "WARNING", "time-limit bootstrap not found in ppo.py",
-                     key="bootstrap_on_timeout"))
+    slm.find(Finding("pattern_not_found", "WARNING", "calc_gaes not found in math_util.py", key="truncation"))
     diffs = {d.key: d for d in compare(brax_extraction(), slm)}
-    assert diffs["bootstrap_on_timeout"].reason == "no SLM-Lab value: time-limit bootstrap not found in ppo.py"
+    assert diffs["truncation"].reason == "no SLM-Lab value: calc_gaes not found in math_util.py"
 
 
 def test_keys_limit_the_comparison_and_empty_sides_compare_to_nothing():

@@ -65,9 +65,10 @@ def test_defaults_give_every_key_from_the_code(repos):
         "reward_scale": 2.0, "reward_scale_site": "loss",
         "obs_normalization": False, "obs_norm_method": "none", "obs_norm_std_eps": 0.0, "obs_clip": None,
         "value_loss": "mse", "value_loss_coef": 0.25, "value_clipping": None, "value_target_normalization": False,
-        "value_hidden_layers": [64, 64, 64], "bootstrap_on_timeout": False,
+        "value_hidden_layers": [64, 64, 64], "obs_norm_update": None,
         "gae_lambda": 0.9, "discount": 0.99, "advantage_normalization": True,
-        "advantage_normalization_scope": "minibatch",
+        "advantage_normalization_scope": "minibatch", "truncation": "mask_bootstrap_last_state",
+        "gae_recompute": "per_minibatch", "grad_clip_scope": None, "entropy_estimator": "sampled_squashed",
         "learning_rate": 3e-4, "lr_schedule": "constant", "lr_final_factor": 1.0, "lr_decay_steps": None,
         "adam_eps": 1e-8, "max_grad_norm": None, "entropy_coef": 1e-3, "entropy_schedule": "constant",
         "entropy_coef_final": 1e-3,
@@ -115,8 +116,8 @@ def test_a_newer_commit_moves_defaults_and_reads_new_parameters(repos):
     assert new.value("kernel_init") == "orthogonal"  # policy_network_kernel_init_fn now decides
     assert new.value("obs_norm_std_eps") == 1e-5
     assert (new.value("obs_norm_method"), new.facts["obs_norm_method"].declared) == ("none", "ema")
-    assert new.value("bootstrap_on_timeout") is False
-    assert fx.line_of(fx.TRAIN_NEW, "if bootstrap_on_timeout:") in lines(new.facts["bootstrap_on_timeout"], fx.TRAIN)
+    assert new.value("truncation") == "mask_bootstrap_last_state"  # bootstrap_on_timeout defaults to False
+    assert new.value("grad_clip_scope") == "global"  # the clip is chained into the one optimizer
     assert new.sources["brax"].commit == repos["brax_shas"][1]
 
 

@@ -318,7 +318,7 @@ def test_policy_and_net_code_facts(slm_repo):
     assert "hid_layers_activation='tanh'" in facts["kernel_init"].note
     assert facts["value_loss"].value == "mse"
     assert facts["value_loss_coef"].value == 0.4
-    assert facts["bootstrap_on_timeout"].value is True
+    assert facts["truncation"].value == "bootstrap_next_obs_across_reset"
     assert facts["advantage_normalization_scope"].value == "minibatch"
     assert facts["obs_norm_std_eps"].value == 1e-6
     assert facts["obs_clip"].value is None  # GPU path: no clip

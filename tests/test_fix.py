@@ -98,10 +98,11 @@ def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upst
     model = fix_json(upstreams, capsys, "--output", str(tmp_path / "spec.yaml"))
     groups = {name: {row["key"]: row for row in rows} for name, rows in model["residual"].items()}
     assert set(groups["code_change"]) == {"unrolls_per_update", "transitions_per_update", "obs_norm_std_eps",
-                                          "bootstrap_on_timeout", "action_distribution", "std_transform", "std_min",
-                                          "std_max", "kernel_init"}
+                                          "truncation", "gae_recompute", "obs_norm_update", "entropy_estimator",
+                                          "action_distribution", "std_transform", "std_min", "std_max", "kernel_init"}
     # a code change names the SLM-Lab code that decides it
-    assert [w["path"] for w in groups["code_change"]["bootstrap_on_timeout"]["where"]] == ["slm_lab/lib/math_util.py"]
+    assert [w["path"] for w in groups["code_change"]["truncation"]["where"]] == [
+        "slm_lab/agent/algorithm/actor_critic.py", "slm_lab/env/playground.py", "slm_lab/lib/math_util.py"]
     # a fix written that the code does not take is a code change too, with what reading it back showed
     assert "does not take" in groups["code_change"]["action_distribution"]["why"]
     assert "NormalTanh" in groups["code_change"]["action_distribution"]["why"]
@@ -127,8 +128,8 @@ def test_markdown_residual_and_the_same_bytes_every_time(upstreams, capsys, tmp_
     assert target.read_bytes() == written
     md = first[1]
     assert md.startswith("# brax-diff fix: ppo_fx_brax (ppo_fx with every fix the spec can express), dm_control\n")
-    assert "## Written: 15 spec key(s); 19 difference(s) now match Brax" in md
-    assert "### Needs a code change (9)" in md and "### Introduced by a fix (4)" in md
+    assert "## Written: 15 spec key(s); 20 difference(s) now match Brax" in md
+    assert "### Needs a code change (12)" in md and "### Introduced by a fix (4)" in md
     assert "| `gae_horizon` | `30` | `16` → `128` | `agent.algorithm.time_horizon`" in md
     assert f"SLM-Lab HEAD ({first_sha(upstreams)}), its {SPEC_PATH} read back from {tmp_path / 'a.yaml'}\n" in md
 
@@ -248,7 +249,7 @@ def test_explain_sets_each_option_residual_side_by_side(upstreams, capsys):
     rows = {row["key"]: row for row in model["rows"]}
     assert [c["slm"] for c in rows["num_envs"]["cells"]] == [None, 256]
     assert [c["group"] for c in rows["num_envs"]["cells"]] == ["match", "introduced"]
-    assert "bootstrap_on_timeout" in {r["key"] for r in model["same_in_every_option"]}
+    assert "truncation" in {r["key"] for r in model["same_in_every_option"]}
     assert (upstreams["slm"] / SPEC_PATH).read_text() == ORIGINAL  # --explain writes nothing
     code, md, _ = run_fix(upstreams, capsys, "--family", "dm_control", "--explain", "transitions_per_update",
                           "--quiet")
@@ -261,11 +262,11 @@ def test_explain_sets_each_option_residual_side_by_side(upstreams, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--keys", "nope", "--diff"], "unknown key 'nope'"),
-    (["--keys", "bootstrap_on_timeout", "--diff"], "--keys bootstrap_on_timeout: its fix is a code change (BD018"),
+    (["--keys", "truncation", "--diff"], "--keys truncation: its fix is a code change (BD040"),
     (["--keys", "activation", "--diff"], "--keys activation: already matches Brax"),
     (["--phase", "99", "--diff"], "unknown phase 99: the recommended order has"),
     (["--phase", "0", "--diff"], "unknown phase 0"),
-    (["--phase", "10", "--diff"], "phase 10 (BD018 bootstrap-on-timeout, bootstrap_on_timeout): its fix is a code change"),
+    (["--phase", "10", "--diff"], "phase 10 (BD040 truncation, truncation): its fix is a code change"),
     (["--keys", "discount", "--phase", "1", "--diff"], "--phase and --keys exclude each other"),
     (["--alternative", "sideways", "--diff"], "unknown --alternative 'sideways' (the rules offer: longer-horizon, "
                                               "more-envs)"),
@@ -361,7 +362,7 @@ def test_verify_all_fixes_is_the_variant_fix_writes_for_the_same_scope(fresh, ca
     else:
         assert arm_settings(plan, "all_fixes")["unroll_length"] == 128  # time_horizon 120, rounded by the guard
         ablations = {a["key"]: a for a in plan["ablations"]}
-        assert ablations["bootstrap_on_timeout"]["action"] == "not_in_spec"
+        assert ablations["truncation"]["action"] == "not_in_spec"
         assert ablations["unroll_length"]["action"] == "variant"
         assert ablations["unroll_length"]["reason"] == "the written variant sets 128"
 
@@ -370,7 +371,8 @@ def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
     plan = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--all-fixes", "settings")
     assert plan["all_fixes"] == {"from": "settings"}
     fixes = arm_settings(plan, "all_fixes")
-    assert (fixes["unroll_length"], fixes["unrolls_per_update"], fixes["bootstrap_on_timeout"]) == (30, 4, False)
+    assert (fixes["unroll_length"], fixes["unrolls_per_update"], fixes["truncation"]) == (30, 4,
+                                                                                          "mask_bootstrap_last_state")
     code = main(["verify", "--plan", "--all-fixes", "sideways", "--variant", "ppo_fx", *repo_flags(fresh)[:6]])
     assert code == 2 and "--all-fixes must be spec or settings" in capsys.readouterr().err
 
@@ -400,4 +402,4 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
     assert plan.fixed_variants == {"CartpoleBalance": "ppo_fx_brax"}
     cli = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--preset", "cpu")
     assert next(r.settings for r in plan.runs if r.arm == "all_fixes") == arm_settings(cli, "all_fixes")
-    assert arm_settings(cli, "all_fixes")["bootstrap_on_timeout"] is True  # a code change: the spec keeps it
+    assert arm_settings(cli, "all_fixes")["truncation"] == "bootstrap_next_obs_across_reset"  # a code change: kept

@@ -312,3 +312,28 @@ ALL = family.ALL_ENVS + ("C",)
     engine = Engine(Loader(Repository(tmp_path / "r", "x").resolve("HEAD"), ("pkg",)))
     assert plain(engine.lookup(engine.module("pkg.user"), "ALL")) == ("A", "B", "C")
     assert engine.lookup(engine.module("pkg.family"), "MISSING") is None
+
+
+ENUMS = '''
+import enum
+
+
+class Schedule(enum.Enum):
+    NONE = "NONE"
+    ADAPTIVE = "ADAPTIVE"
+
+
+def adaptive(name):
+    schedule = Schedule(name or Schedule.NONE)
+    return schedule == Schedule.ADAPTIVE
+'''
+
+
+def test_an_enum_called_with_a_members_value_is_that_member(tmp_path):
+    """Brax's `LRSchedule(learning_rate_schedule or LRSchedule.NONE) == LRSchedule.ADAPTIVE_KL`."""
+    shas = make_repo(tmp_path / "repo", [{"pkg/__init__.py": "", "pkg/enums.py": ENUMS}])
+    engine = Engine(Loader(Repository(tmp_path / "repo", "slm").resolve(shas[0]), ("pkg",)))
+    adaptive = engine.lookup(engine.module("pkg.enums"), "adaptive")
+    assert plain(engine.call(adaptive, const(None))) is False
+    assert plain(engine.call(adaptive, const("ADAPTIVE"))) is True
+    assert not flow.is_const(engine.call(adaptive, sym("param", "name")))  # a value not known stays undecided

@@ -47,7 +47,7 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     # clip_epsilon_final (0.3 vs 0.2) differs with clip_epsilon; the schedules and entropy_coef_final match
     # and lr_decay_steps (Brax constant, SLM-Lab decaying over 1e8 frames) is MINOR
     # 6 setup keys match; std_max (a cap above the action range) is MINOR
-    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 10, "MINOR": 13, "match": 26, "unknown": 0}
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 16, "match": 26, "unknown": 0}
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -225,8 +225,8 @@ def test_env_matrix_has_a_column_per_varying_key_and_lists_shared_differences_on
 def test_fail_on_threshold_selects_differences_at_or_above():
     m = model()
     assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
-    assert len(worst_at_or_above(m, "IMPORTANT")) == 12
-    assert len(worst_at_or_above(m, "MINOR")) == 25  # clip_epsilon_final and lr_decay_steps among them
+    assert len(worst_at_or_above(m, "IMPORTANT")) == 13
+    assert len(worst_at_or_above(m, "MINOR")) == 29  # clip_epsilon_final and lr_decay_steps among them
 
 
 def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
@@ -275,7 +275,7 @@ def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
     changed = [new for old, new in zip(before, after) if old != new]
     body = [line for line in changed if not line.startswith("[google/brax/")]
     expected = ["| Brax | [google/brax](", "| `clip_epsilon` | `0.25` · [L206]",  # source; row under IMPORTANT
-                "8. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
+                "9. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
     assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 4
     assert all("/blob/" + "d" * 40 + "/" in line for line in changed if line not in body)
 

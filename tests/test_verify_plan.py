@@ -299,6 +299,19 @@ def test_brax_train_settings_derive_batch_size_and_double_the_value_coefficient(
     assert kwargs["network"]["activation"] == "swish"
 
 
+def test_truncation_maps_to_the_trainers_without_changing_what_they_do():
+    # Brax's trainer: its own bootstrap_on_timeout flag; a value it cannot run is left to its default
+    assert brax_train_settings({"truncation": "mask_bootstrap_last_state"})["train"] == {"bootstrap_on_timeout": False}
+    assert brax_train_settings({"truncation": "bootstrap_current_state"})["train"] == {"bootstrap_on_timeout": True}
+    assert brax_train_settings({"truncation": "bootstrap_next_obs_across_reset"})["train"] == {}
+    # the PyTorch trainer: SLM-Lab's GAE by default, Brax's mask when asked; nothing else
+    assert TrainerSettings().truncation == "bootstrap_next_obs_across_reset"
+    settings, _ = settings_from_facts({"truncation": "mask_bootstrap_last_state"})
+    assert settings.truncation == "mask_bootstrap_last_state"
+    with pytest.raises(BraxDiffError, match="truncation 'terminal' is not one this trainer runs"):
+        settings_from_facts({"truncation": "terminal"})
+
+
 def test_settings_from_facts_and_minibatch_rounding():
     settings, defaults = settings_from_facts(SLM_VALUES)
     assert settings.activation == "silu" and settings.policy_hidden_layers == (32, 32)

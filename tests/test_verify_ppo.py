@@ -14,11 +14,11 @@ from brax_diff.verify.settings import TrainerSettings  # noqa: E402
 T3 = dict(rewards=[1.0, 1.0, 1.0], values=[0.5, 0.5, 0.5], next_values=[0.5, 0.5, 2.0])
 
 
-def run_gae(terminated, truncated, bootstrap_on_timeout=True):
+def run_gae(terminated, truncated, truncation="bootstrap_next_obs_across_reset"):
     column = lambda xs: torch.tensor(xs, dtype=torch.float64)[:, None]  # noqa: E731  (T, 1 env)
     out = ppo_torch.gae(column(T3["rewards"]), column(T3["values"]), column(T3["next_values"]),
                         column(terminated), column(truncated), discount=0.9, lam=0.5,
-                        bootstrap_on_timeout=bootstrap_on_timeout)
+                        truncation=truncation)
     return [round(float(v), 10) for v in out[:, 0]]
 
 
@@ -34,9 +34,9 @@ def test_gae_termination_cuts_bootstrap_and_chain():
 
 
 def test_gae_truncation_slm_lab_keeps_the_chain_brax_masks_it():
-    assert run_gae([0, 0, 0], [0, 1, 0], bootstrap_on_timeout=True) == [1.84325, 1.985, 2.3]
+    assert run_gae([0, 0, 0], [0, 1, 0], truncation="bootstrap_next_obs_across_reset") == [1.84325, 1.985, 2.3]
     # Brax: delta1 masked to 0 and the chain cut at t=1: A1 = 0, A0 = 0.95
-    assert run_gae([0, 0, 0], [0, 1, 0], bootstrap_on_timeout=False) == [0.95, 0.0, 2.3]
+    assert run_gae([0, 0, 0], [0, 1, 0], truncation="mask_bootstrap_last_state") == [0.95, 0.0, 2.3]
 
 
 def test_std_clamp_and_transforms():

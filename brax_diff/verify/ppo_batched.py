@@ -215,7 +215,7 @@ class SeedBatchedPPO:
             values = self.value(steps_obs.reshape(n, -1, steps_obs.shape[-1])).view(n, -1, per_seed).movedim(0, 1)
             next_values = torch.cat([values[1:], self.value(obs)[None]])
             unroll["adv"] = gae(unroll["reward"] * s.reward_scale, values, next_values, unroll["term"],
-                                unroll["trunc"], s.discount, s.gae_lambda, s.bootstrap_on_timeout)
+                                unroll["trunc"], s.discount, s.gae_lambda, s.truncation)
             unroll["target"] = unroll["adv"] + values
             unroll["value"] = values
             unrolls.append(unroll)

@@ -39,16 +39,18 @@ from .settings import TrainerSettings
 
 # -- pieces ------------------------------------------------------------------------------
 def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,
-        truncated: torch.Tensor, discount: float, lam: float, bootstrap_on_timeout: bool = True) -> torch.Tensor:
+        truncated: torch.Tensor, discount: float, lam: float,
+        truncation: str = "bootstrap_next_obs_across_reset") -> torch.Tensor:
     """Generalized advantage estimates over one unroll; every tensor is (T, envs).
 
     ``next_values[t]`` is V of the observation after step t (after an auto-reset, the
     reset state's, as in SLM-Lab). A termination cuts the bootstrap and the chain.
-    ``bootstrap_on_timeout=True`` is SLM-Lab's ``calc_gaes``: a truncation cuts nothing.
-    ``False`` is Brax's ``compute_gae``: truncated steps get advantage 0 and cut the chain.
+    ``truncation="bootstrap_next_obs_across_reset"`` is SLM-Lab's ``calc_gaes``: a truncation
+    cuts nothing. ``"mask_bootstrap_last_state"`` is Brax's ``compute_gae``: truncated steps get
+    advantage 0 and cut the chain.
     """
     not_terminated = 1.0 - terminated
-    keep = torch.ones_like(truncated) if bootstrap_on_timeout else 1.0 - truncated
+    keep = torch.ones_like(truncated) if truncation == "bootstrap_next_obs_across_reset" else 1.0 - truncated
     deltas = (rewards + discount * next_values * not_terminated - values) * keep
     advantages = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[0])
@@ -306,7 +308,7 @@ class PPO:
             values = self.value(unroll["obs"]).squeeze(-1)
             next_values = torch.cat([values[1:], self.value(obs).squeeze(-1)[None]])
             unroll["adv"] = gae(unroll["reward"] * s.reward_scale, values, next_values, unroll["term"],
-                                unroll["trunc"], s.discount, s.gae_lambda, s.bootstrap_on_timeout)
+                                unroll["trunc"], s.discount, s.gae_lambda, s.truncation)
             unroll["target"] = unroll["adv"] + values
             unroll["value"] = values
             unrolls.append(unroll)

@@ -20,6 +20,10 @@ from typing import Any, Mapping
 from ..errors import BraxDiffError
 
 
+# What GAE may do at a time limit in this trainer (vocabulary `truncation`): SLM-Lab's and Brax's.
+TRUNCATIONS = ("bootstrap_next_obs_across_reset", "mask_bootstrap_last_state")
+
+
 @dataclass(frozen=True)
 class TrainerSettings:
     # -- batch collection ---------------------------------------------------------------
@@ -40,9 +44,10 @@ class TrainerSettings:
     """GAE lambda."""
     reward_scale: float = 10.0
     """Rewards are multiplied by this before GAE (where it happens, env or loss, changes nothing here)."""
-    bootstrap_on_timeout: bool = True
-    """A time-limit truncation keeps the GAE chain (SLM-Lab: only `terminated` cuts it); False masks
-    truncated steps out of GAE the way Brax does."""
+    truncation: str = "bootstrap_next_obs_across_reset"
+    """What GAE does at a time-limit truncation: "bootstrap_next_obs_across_reset" keeps the GAE chain
+    (SLM-Lab: only `terminated` cuts it); "mask_bootstrap_last_state" masks truncated steps out of GAE
+    the way Brax does."""
     advantage_normalization: bool = True
     """Advantages are standardized (mean 0, std 1) before the policy loss."""
     advantage_normalization_scope: str = "minibatch"
@@ -132,6 +137,8 @@ class TrainerSettings:
                      "minibatch_transitions"):
             if int(getattr(self, name)) < 1:
                 yield f"{name} must be >= 1, got {getattr(self, name)}"
+        if self.truncation not in TRUNCATIONS:
+            yield f"truncation {self.truncation!r} is not one this trainer runs ({', '.join(TRUNCATIONS)})"
         if self.advantage_normalization_scope not in ("minibatch", "batch"):
             yield f"advantage_normalization_scope must be minibatch or batch, got {self.advantage_normalization_scope!r}"
         if self.lr_schedule not in ("constant", "linear_decay"):
@@ -181,6 +188,10 @@ UNSUPPORTED_KEYS = {
     "std_state_dependent": "state-dependent std only",
     "shared_network": "separate policy and value networks only",
     "clip_epsilon_schedule": "a constant clip range only",
+    "gae_recompute": "advantages once per update only",
+    "grad_clip_scope": "each network's own gradient clip only",
+    "obs_norm_update": "statistics updated at every env step only",
+    "entropy_estimator": "follows action_distribution (closed form for normal, one sample for tanh_normal)",
 }
 
 # What the trainer always does for those keys: a baseline whose SLM-Lab value differs is not
@@ -192,6 +203,9 @@ TRAINER_FIXED = {
     "clip_epsilon_schedule": "constant",
     "std_state_dependent": True,
     "shared_network": False,
+    "gae_recompute": "per_update",
+    "grad_clip_scope": "per_network",
+    "obs_norm_update": "per_env_step",
 }
 
 # A schedule's end value and the schedule it ends: under a constant schedule on both sides the
@@ -341,8 +355,9 @@ BRAX_TRAIN_KWARGS = {
     "clip_epsilon": "clipping_epsilon",
     "max_grad_norm": "max_grad_norm",
     "advantage_normalization": "normalize_advantage",
-    "bootstrap_on_timeout": "bootstrap_on_timeout",
 }
+# Canonical `truncation` -> Brax's `bootstrap_on_timeout` (the other values are not Brax's to run).
+BRAX_BOOTSTRAP_ON_TIMEOUT = {"mask_bootstrap_last_state": False, "bootstrap_current_state": True}
 # Canonical key -> keyword of brax.training.agents.ppo.networks.make_ppo_networks.
 BRAX_NETWORK_KWARGS = {
     "policy_hidden_layers": "policy_hidden_layer_sizes",
@@ -366,6 +381,8 @@ def brax_train_settings(values: Mapping[str, Any]) -> dict:
     for key, kwarg in BRAX_TRAIN_KWARGS.items():
         if values.get(key) is not None or (key == "max_grad_norm" and key in values):
             train[kwarg] = values[key]
+    if values.get("truncation") in BRAX_BOOTSTRAP_ON_TIMEOUT:
+        train["bootstrap_on_timeout"] = BRAX_BOOTSTRAP_ON_TIMEOUT[values["truncation"]]
     if values.get("value_loss_coef") is not None:
         train["vf_loss_coefficient"] = 2.0 * float(values["value_loss_coef"])
     minibatches = values.get("minibatches_per_epoch")
