@@ -164,47 +164,11 @@ PLAYGROUND = {
     "mujoco_playground/_src/locomotion/go1/joystick.py": GO1,
 }
 
-# SLM-Lab's env builder: one episode length for all, an action-repeat table, Warp forced where
-# the env's config has an impl, the policy's observation group for both networks.
-SLM_PLAYGROUND = '''
-import jax.numpy as jnp
-import numpy as np
-from mujoco_playground import registry as pg_registry
-from mujoco_playground import wrapper as pg_wrapper
-
-_ACTION_REPEAT = {
-    "PandaPickCubeCartesian": 4,
-}
-
-
-def _build_config_overrides(env_name):
-    default_cfg = pg_registry.get_default_config(env_name)
-    return {"impl": "warp"} if hasattr(default_cfg, "impl") else {}
-
-
-class PlaygroundVecEnv:
-    def __init__(self, env_name, num_envs, episode_length=1000, device=None):
-        self._env_name = env_name
-        self.num_envs = num_envs
-        self._device = device
-        self._base_env = pg_registry.load(env_name, config_overrides=_build_config_overrides(env_name))
-        action_repeat = _ACTION_REPEAT.get(env_name, 1)
-        self._env = pg_wrapper.wrap_for_brax_training(
-            self._base_env, episode_length=episode_length, action_repeat=action_repeat
-        )
-
-    def _get_obs(self, state):
-        obs = state.obs
-        if isinstance(obs, dict):
-            obs = obs.get("state", jnp.concatenate([obs[k] for k in sorted(obs)], axis=-1))
-        return np.asarray(obs)
-
-    def step(self, actions):
-        self._state = self._jit_step(self._state, actions)
-        rewards = np.asarray(self._state.reward).astype(np.float32)
-        dones = np.asarray(self._state.done).astype(bool)
-        return self._get_obs(self._state), rewards, dones, dones, {}
-'''
+# SLM-Lab's env builder (the fixture's, upstream's shape): one episode length for all, an
+# action-repeat table, Warp forced where the env's config has an impl, the policy's observation
+# group for both networks; here the table names an environment of this fixture.
+SLM_PLAYGROUND = sfx.PLAYGROUND.replace('"PendulumSwingup": 4', '"PandaPickCubeCartesian": 4')
+assert SLM_PLAYGROUND != sfx.PLAYGROUND
 PLAYGROUND_ENV = "slm_lab/env/playground.py"
 
 
