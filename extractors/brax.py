@@ -27,7 +27,7 @@ from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Extraction, Finding
 from brax_diff.scope import BRAX_REFERENCES
 from brax_diff.sources import Snapshot
-from brax_diff.vocabulary import KEYS
+from brax_diff.vocabulary import KEYS, PER_ENVIRONMENT
 
 from .brax_code import PPO_NETWORKS, TRAIN, BraxCode
 from .brax_playground import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
@@ -209,7 +209,9 @@ class BraxExtractor:
         env_configs = self._env_configs if self.reference == "params" else None  # only the params read env configs
         for fact in setup_facts(train, network, family=family, env=env, env_configs=env_configs,
                                 reference=self.reference, impl=impl):
-            if fact.is_unknown and env is not None:  # an environment's setup the code does not let us read
+            # A setup key the code does not let us read gets its finding; a family's per-environment
+            # keys are left to the environments (not unread).
+            if fact.is_unknown and (env is not None or fact.key not in PER_ENVIRONMENT):
                 extraction.unknown(fact.key, fact.unknown, Finding("pattern_not_found", "WARNING", fact.unknown,
                                                                    fact.provenance, fact.key), fact.provenance)
             else:

@@ -86,7 +86,7 @@ class BraxCode:
         """train() run by the engine with these parameters (envs sharing a config share it)."""
         key = self._scope_key(train)
         if key not in self._runs:
-            self._runs[key] = TrainRun(self.snapshot, train)
+            self._runs[key] = TrainRun(self.snapshot, train, self._modules)
         return self._runs[key]
 
     # -- reading --------------------------------------------------------------------

@@ -55,9 +55,10 @@ def open_arguments(function: Function, given: set[str], positional: int = 0) -> 
 class TrainRun:
     """One abstract run of ``train()`` with a scope's parameters."""
 
-    def __init__(self, snapshot, scope: Scope) -> None:
+    def __init__(self, snapshot, scope: Scope, modules: dict | None = None) -> None:
+        """``modules``: the reader's parsed files (:class:`~brax_diff.extractors.flow.Loader`)."""
         self.snapshot = snapshot
-        self.engine = Engine(Loader(snapshot, ("brax",)), watch=WATCH)
+        self.engine = Engine(Loader(snapshot, ("brax",), modules), watch=WATCH)
         self.frame: Frame | None = None
         self.function: Function | None = None
         self.failures: list[Raised] = []

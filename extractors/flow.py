@@ -515,9 +515,12 @@ class Loader:
     ``slm_lab/agent/net/__init__.py``. Only packages in ``roots`` are read; any other
     import is an external name. Parsed files are shared by blob id (:func:`parse_file`)."""
 
-    def __init__(self, snapshot, roots: tuple[str, ...]) -> None:
+    def __init__(self, snapshot, roots: tuple[str, ...], modules: dict | None = None) -> None:
+        """``modules``: path -> parsed module a reader already holds: the run then evaluates the
+        very nodes the reader asks about (a second parse of the same file has other nodes)."""
         self.snapshot = snapshot
         self.roots = roots
+        self.modules = modules if modules is not None else {}
 
     # Module lookups per snapshot (id -> (snapshot, {dotted: path})): variants of one ref
     # ask the same questions, and each answer costs a walk of the git tree.
@@ -549,6 +552,8 @@ class Loader:
         return path.endswith("/__init__.py")
 
     def parse(self, path: str) -> PyModule | None:
+        if path in self.modules:
+            return self.modules[path]
         try:
             return parse_file(self.snapshot, path)
         except (SourceError, SyntaxError):

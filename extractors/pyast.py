@@ -232,8 +232,9 @@ def parse_file(snapshot, path: str) -> IndexedModule:
     """The file at ``path`` in ``snapshot``, parsed once per blob. Raises the snapshot's
     SourceError for a missing file and SyntaxError for one that does not parse."""
     blob = snapshot.blob_id(path)
-    cached = _PARSED.get(blob) if blob is not None else None
+    cached = _PARSED.pop(blob, None) if blob is not None else None
     if cached is not None:
+        _PARSED[blob] = cached  # the most recently used goes last: the least recently used is evicted
         return cached
     text = snapshot.read(path)
     with paused_gc():

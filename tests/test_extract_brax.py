@@ -56,7 +56,8 @@ def cli(repos, capsys, *args: str, brax: int = 1, playground: int = 0) -> tuple[
 def test_defaults_give_every_key_from_the_code(repos):
     old = extractor(repos, brax=0).defaults()
     assert set(old.facts) == set(KEYS)
-    assert old.findings == []
+    # num_timesteps has no default: the run's length is unknown, and said so (the one finding)
+    assert [(f.kind, f.key) for f in old.findings] == [("pattern_not_found", "training_env_steps")]
     assert values(old) == {
         "num_envs": 4, "unroll_length": 8,
         "unrolls_per_update": 16 * 4 // 4,  # batch_size * num_minibatches // num_envs
