@@ -93,6 +93,7 @@ def cause_of(reason: str) -> str:
     text = re.sub(r"(\.py|\.yaml):\d+", r"\1:N", text)
     text = re.sub(r"(?<![\w.])\d+(\.\d+)?(e-?\d+)?(?![\w.])", "N", text)
     text = re.sub(r" at \S+$", "", text.strip())
+    text = re.sub(r" in \S*?(\w+)\.git\b", lambda m: f" in {m.group(1).upper()}.git", text)  # no local path
     return text[:200]
 
 
