@@ -14,7 +14,11 @@ def _drop_working_directory() -> None:
     def resolved(entry: str) -> str:
         return os.path.realpath(entry or os.curdir)
 
-    cwd = os.path.realpath(os.getcwd())
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the directory was deleted: nothing there to shadow; main() says so
+        sys.path[:] = [entry for entry in sys.path if entry not in ("", os.curdir)]
+        return
     home = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     if cwd != home:
         sys.path[:] = [entry for entry in sys.path if resolved(entry) != cwd]

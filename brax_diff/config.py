@@ -189,4 +189,9 @@ def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
         settings = replace(settings, slm_repo="." if checkout == directory else str(checkout or DEFAULT_URLS["slm"]))
     if settings.slm_ref is None:
         settings = replace(settings, slm_ref=SLM_DEFAULT_BRANCH if is_url(settings.slm_repo) else "HEAD")
+    spec_parts = str(settings.spec).replace("\\", "/").split("/")
+    if str(settings.spec).startswith("/") or ".." in spec_parts or not str(settings.spec).strip():
+        # Every command reads the spec from the repository (WORKTREE: its work tree), never beside it.
+        raise ConfigError(f"spec {settings.spec!r}: a path inside the SLM-Lab repository, such as "
+                          "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml")
     return settings

@@ -404,11 +404,19 @@ class Repository:
             return WorkTreeSnapshot.of(self)
         if not ref or ref.startswith("-") or any(ch in ref for ch in "\0\n\r"):
             raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}: not a git ref")
-        candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
+        if ref.startswith(":/"):  # a commit message search: a suffix would be read as part of the pattern
+            candidates = [ref]
+        else:
+            candidates = [ref] if ref.startswith("origin/") else [ref, f"origin/{ref}"]
         reason = ""
         for candidate in candidates:
-            done = self.git_command("rev-parse", "--verify", "--quiet", "--end-of-options", f"{candidate}^{{commit}}")
+            spelled = candidate if candidate.startswith(":/") else f"{candidate}^{{commit}}"
+            done = self.git_command("rev-parse", "--verify", "--quiet", "--end-of-options", spelled)
             sha = done.stdout.strip()
+            if done.returncode == 0 and candidate.startswith(":/"):
+                kind = self.git_command("cat-file", "-t", sha) if re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha) else None
+                if kind is None or kind.stdout.strip() != "commit":
+                    break
             if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
                 return Snapshot(self, sha, ref)
             reason = reason or (done.stderr.strip().splitlines() or [""])[-1].removeprefix("fatal: ")

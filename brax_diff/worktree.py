@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from . import limits
 from .errors import SourceError
 from .facts import Provenance, SourceInfo
 from .sources import Repository, Snapshot
@@ -42,17 +43,33 @@ def work_tree_root(repository: Repository) -> Path | None:
     return Path(repository.working_tree_dir)
 
 
-def _disk_bytes(root: Path, path: str) -> bytes | None:
-    target = root / path
+def _inside(root: Path, path: str) -> Path | None:
+    """``root / path`` when it stays inside the work tree (no ``..``, no symlink out), else None:
+    a WORKTREE snapshot reads what a commit could hold, nothing else on the machine."""
+    target = root / path.strip("/") if path.strip("/") else root
     try:
-        return target.read_bytes() if target.is_file() else None
+        resolved, top = target.resolve(), root.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+    return target if resolved == top or top in resolved.parents else None
+
+
+def _disk_bytes(root: Path, path: str) -> bytes | None:
+    target = _inside(root, path)
+    try:
+        if target is None or not target.is_file():
+            return None
+        if target.stat().st_size > limits.MAX_FILE_BYTES:  # the same cap as a blob
+            raise limits.LimitExceeded(f"{path} in the work tree: {target.stat().st_size} bytes; "
+                                       f"the limit is {limits.MAX_FILE_BYTES} bytes")
+        return target.read_bytes()
     except OSError:
         return None
 
 
 def _disk_names(root: Path, path: str) -> list[str] | None:
-    folder = root / path.strip("/") if path.strip("/") else root
-    if not folder.is_dir():
+    folder = _inside(root, path)
+    if folder is None or not folder.is_dir():
         return None
     return sorted(name for name in (p.name for p in folder.iterdir()) if name != ".git")
 

@@ -436,3 +436,83 @@ def test_cache_writes_skip_fsync_and_a_torn_cache_file_is_a_miss(tmp_path, monke
     assert FactCache(tmp_path / "c").commit_answers("ab" * 20) == (None, {})
     cache._commit_file("ab" * 20).write_text("")
     assert FactCache(tmp_path / "c").commit_answers("ab" * 20) == (None, {})
+
+
+# -- issue 26: the machine refuses, paths that leave the repository, refs -------------------
+
+def test_previous_that_does_not_exist_is_an_error(workspace, capsys):
+    """A mistyped --previous used to compare with nothing and exit 0."""
+    assert run(workspace, "--family", "dm_control", "--output", "out/dm.md", "--previous", "nope.json") == 2
+    one_error_line(capsys, "--previous nope.json: no such file")
+    assert not (workspace["work"] / "out").exists()
+
+
+def test_previous_that_is_a_fifo_is_refused_not_waited_on(workspace, capsys):
+    fifo = workspace["work"] / "prev.json"
+    os.mkfifo(fifo)
+    assert run(workspace, "--family", "dm_control", "--output", "out/dm.md", "--previous", str(fifo)) == 2
+    one_error_line(capsys, "not a regular file")
+
+
+@pytest.mark.parametrize("spec", ["../../etc/passwd", "/etc/passwd", "slm_lab/../../x.yaml"])
+def test_spec_outside_the_repository_is_refused(workspace, capsys, spec):
+    """WORKTREE read the file the path named, wherever it was (`--spec ../..`)."""
+    assert run(workspace, "--slm", "WORKTREE", "--family", "dm_control", "--spec", spec) == 2
+    one_error_line(capsys, "a path inside the SLM-Lab repository")
+
+
+def test_work_tree_reads_stay_inside_and_under_the_size_cap(tmp_path):
+    from brax_diff import limits
+    from brax_diff.worktree import _disk_bytes, _disk_names
+
+    root = tmp_path / "checkout"
+    (root / "slm_lab").mkdir(parents=True)
+    (tmp_path / "secret.yaml").write_text("a: 1\n")
+    (root / "slm_lab" / "link.yaml").symlink_to(tmp_path / "secret.yaml")
+    (root / "slm_lab" / "ok.yaml").write_text("b: 2\n")
+    assert _disk_bytes(root, "slm_lab/ok.yaml") == b"b: 2\n"
+    assert _disk_bytes(root, "../secret.yaml") is None
+    assert _disk_bytes(root, "slm_lab/link.yaml") is None  # a symlink out of the checkout
+    assert _disk_names(root, "..") is None
+    big = root / "slm_lab" / "big.yaml"
+    with big.open("wb") as handle:
+        handle.truncate(limits.MAX_FILE_BYTES + 1)
+    with pytest.raises(limits.LimitExceeded):
+        _disk_bytes(root, "slm_lab/big.yaml")
+
+
+def test_commit_message_refs_resolve(tmp_path):
+    """`:/message` took the `^{commit}` suffix as part of the pattern and stopped resolving."""
+    from brax_diff.errors import SourceError
+    from brax_diff.sources import Repository
+    from gitfixture import make_repo
+
+    shas = make_repo(tmp_path / "r", [{"a.txt": "1\n"}, {"a.txt": "2\n"}, {"a.txt": "3\n"}],
+                     messages=["first", "tune clip", "last"])
+    repo = Repository(str(tmp_path / "r"), "slm")
+    assert repo.resolve(":/tune clip").sha == shas[1]
+    assert repo.resolve(":/first").sha == shas[0]
+    with pytest.raises(SourceError, match="cannot resolve ref ':/no such message'"):
+        repo.resolve(":/no such message")
+
+
+def test_closed_stdout_is_one_error_line():
+    done = subprocess.run(f"{sys.executable} -m brax_diff rules >&-", shell=True, capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stderr == "error: standard output is closed\n", done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_full_stdout_is_one_error_line():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "brax_diff", "rules"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stderr == "error: No space left on device\n", done.stderr
+
+
+def test_deleted_working_directory_is_one_error_line(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    done = subprocess.run(f"cd {gone} && rmdir {gone} && {sys.executable} -m brax_diff rules", shell=True,
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stderr == "error: the current directory no longer exists\n", done.stderr

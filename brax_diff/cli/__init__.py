@@ -8,6 +8,7 @@ and `--help` import neither GitPython, Jinja, PyYAML nor libcst.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -43,6 +44,15 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:  # --help, --version, a bare group's help
         return int(exc.code or 0)
+    try:
+        os.getcwd()
+    except OSError:  # the directory it was started in was deleted: relative paths mean nothing
+        print("error: the current directory no longer exists", file=sys.stderr)
+        return 2
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to print results
+        if sys.stderr is not None:
+            print("error: standard output is closed", file=sys.stderr)
+        return 2
     kwargs = {k: v for k, v in vars(namespace).items() if not k.startswith("_")}
     from ..io import Interrupted, signals_as_exceptions  # after parsing: it imports PyYAML
 
@@ -64,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # stdout closed early (`| head`): exit 1, quietly, as click did
         _quiet_stdout()
         return 1
+    except OSError as exc:  # the machine refused: a full disk or stdout, no file descriptors, cwd deleted
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        _quiet_stdout()
+        return 2
     return result if isinstance(result, int) else 0
 
 

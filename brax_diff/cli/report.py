@@ -245,6 +245,9 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
     scopes = run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
+    if previous and not Path(previous).is_file():  # a mistyped path would compare with nothing, silently
+        raise BraxDiffError(f"--previous {previous}: " + ("not a regular file" if Path(previous).exists()
+                                                          else "no such file"))
     loaded_verification = _read_verification(verification) if verification else None
     for line in run.extract_ahead(scopes):
         story.line(line)
