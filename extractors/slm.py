@@ -410,6 +410,23 @@ class _VariantFacts:
         defaults = self.algorithm.defaults if self.algorithm else {}
         return self.setting(f"agent.algorithm.{key}", defaults.get(key))
 
+    def effective_algo(self, key: str) -> tuple[Any, list, str | None, Any, str | None]:
+        """``agent.algorithm.<key>`` as the constructed algorithm holds it: the spec's (or the
+        code default's) value unless ``init_algorithm_params`` and what it calls set ``self.<key>``
+        to another. Returns (value, lines, note, declared, why unknown)."""
+        value, at, note = self.algo(key)
+        ran = self.run.constructed_attr(key)
+        if ran is None:
+            return value, [at], note, value, None
+        if not flow.is_const(ran):
+            return None, [at, *self.lines(ran)], note, value, (
+                f"self.{key} is not computed statically after the algorithm's construction "
+                f"({flow.why_not_constant(ran)})")
+        now = flow.plain(ran)
+        if now == value and type(now) is type(value):
+            return value, [at], note, value, None
+        return now, [at, *self.lines(ran)], f"{note}; the algorithm sets self.{key} = {now!r}", value, None
+
     def _batch(self) -> None:
         env_code = self.env_code
         num_envs, num_envs_at, num_envs_note = self.setting(
@@ -418,7 +435,7 @@ class _VariantFacts:
         self.add("num_envs", num_envs, num_envs_at, num_envs_note)
         horizon, horizon_at, _ = self.algo("time_horizon")
         minibatch, minibatch_at, _ = self.algo("minibatch_size")
-        epochs, epochs_at, epochs_note = self.algo("training_epoch")
+        epochs, epochs_at, epochs_note, epochs_declared, epochs_unknown = self.effective_algo("training_epoch")
         if not isinstance(horizon, int) or not isinstance(minibatch, int):
             why = "time_horizon or minibatch_size is not an integer (absent with no default?)"
             for key in ("unroll_length", "gae_horizon", "unrolls_per_update", "transitions_per_update",
@@ -468,7 +485,10 @@ class _VariantFacts:
         batch = num_envs * eff_h
         self.add("transitions_per_update", batch, [num_envs_at] + h_prov, "num_envs x time_horizon",
                  num_envs * horizon)
-        self.add("epochs_per_update", epochs, epochs_at, epochs_note)
+        if epochs_unknown:
+            self.unknown("epochs_per_update", epochs_unknown, epochs_at)
+        else:
+            self.add("epochs_per_update", epochs, epochs_at, epochs_note, epochs_declared)
         self.add("minibatch_transitions", eff_mb, mb_prov, "spec: agent.algorithm.minibatch_size"
                  + (" (adjusted by the batch guard)" if eff_mb != minibatch else ""), minibatch)
         split = self.tree.ask(code.read_minibatch_split, self.algorithm) if self.algorithm else None
@@ -484,7 +504,7 @@ class _VariantFacts:
         self.add("minibatches_per_epoch", count, [self.at_code(split)] + mb_prov + h_prov + [num_envs_at],
                  f"{split.value}(transitions_per_update / minibatch_transitions)")
         if isinstance(epochs, int):
-            self.add("gradient_steps_per_update", epochs * count, [epochs_at, self.at_code(split)],
+            self.add("gradient_steps_per_update", epochs * count, [*epochs_at, self.at_code(split)],
                      "epochs_per_update x minibatches_per_epoch (each step updates actor and critic)")
 
     # -- env: reward scale, observation normalization -------------------------------------
@@ -586,16 +606,16 @@ class _VariantFacts:
 
     # -- value function, GAE, PPO loss ---------------------------------------------------
     def _value_and_advantages(self) -> None:
-        gamma, gamma_at, gamma_note = self.algo("gamma")
-        lam, lam_at, lam_note = self.algo("lam")
-        for key, (value, at, note) in (("discount", (gamma, gamma_at, gamma_note)),
-                                       ("gae_lambda", (lam, lam_at, lam_note))):
-            spec_key = "gamma" if key == "discount" else "lam"
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.add(key, float(value), at, note)
+        for key, spec_key in (("discount", "gamma"), ("gae_lambda", "lam")):
+            value, at, note, declared, why = self.effective_algo(spec_key)
+            if why:
+                self.unknown(key, why, at)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.add(key, float(value), at, note,
+                         float(declared) if isinstance(declared, (int, float)) and declared != value else None)
             else:
                 self.unknown(key, f"agent.algorithm.{spec_key} is {value!r} and the algorithm sets no default",
-                             [at], kind="missing_setting")
+                             at, kind="missing_setting")
         self._gae()
         self._value_loss()
         clip_vloss, clip_vloss_at, _ = self.algo("clip_vloss")

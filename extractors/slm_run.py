@@ -91,6 +91,7 @@ class SlmRun:
         self.spec_value = self._extend(flow.spec_value(data, spec.lines, where))
         self._env: tuple[V, list[Raised], list[CallRecord]] | None = None
         self._algorithm: tuple[V | None, list[Raised], str | None] | None = None
+        self._constructed_attrs: dict[str, V] = {}
         self._train: tuple[list[CallRecord], list[Raised]] | None = None
 
     def _extend(self, spec: V) -> V:
@@ -158,6 +159,7 @@ class SlmRun:
         instance = self.engine.call(cls, agent, const(None))
         if not isinstance(instance.data, Instance):
             return None, self._failures_since(start), f"constructing {name.data} gave {flow.describe(instance)}"
+        self._constructed_attrs = dict(instance.data.attrs)
         return instance, self._failures_since(start), None
 
     def _env_key(self, key: str) -> V:
@@ -177,6 +179,11 @@ class SlmRun:
         if instance is None:
             return None
         return instance.data.attrs.get(name)
+
+    def constructed_attr(self, name: str) -> V | None:
+        """An attribute as construction left it, before ``train()`` ran (what the first update uses)."""
+        self.algorithm()
+        return self._constructed_attrs.get(name)
 
     def net_spec_of(self, attr: str) -> V | None:
         """The net spec the algorithm's ``net`` / ``critic_net`` was constructed with."""

@@ -209,6 +209,17 @@ DIVIDES_BATCH_ONLY = fx.PPO.replace(
     "            self.minibatch_size = batch_size\n"
     "        if batch_size % self.minibatch_size != 0:\n"
     "            self.minibatch_size = batch_size // (batch_size // self.minibatch_size)\n")
+# The code adjusts what the spec declares, after set_attr (issue 26: the spec's values were reported).
+CODE_ADJUSTS = fx.PPO.replace(
+    "        self.to_train = 0\n",
+    "        self.to_train = 0\n"
+    "        self.gamma = self.gamma ** 2\n"
+    "        self.lam = 0.8\n"
+    "        self.training_epoch = self.training_epoch * 2\n", 1)
+CODE_ADJUSTS_UNREADABLY = fx.PPO.replace(
+    "        self.to_train = 0\n",
+    "        self.to_train = 0\n"
+    "        self.gamma = self.agent.env.some_gamma()\n", 1)
 NO_PLAYGROUND_BUILDER = fx.ENV_INIT.replace(
     "    if not name.startswith(\"playground/\"):  # other envs take the remaining keys as kwargs\n"
     "        make_kwargs = {k: v for k, v in env_spec.items() if k not in RESERVED}\n"
@@ -228,6 +239,8 @@ CASES = {
     "divides_batch_only": {"slm_lab/agent/algorithm/ppo.py": DIVIDES_BATCH_ONLY},
     "no_builder": {"slm_lab/env/__init__.py": NO_PLAYGROUND_BUILDER},
     "no_gpu_normalizer": {"slm_lab/env/wrappers.py": NO_GPU_NORMALIZER},
+    "code_adjusts": {"slm_lab/agent/algorithm/ppo.py": CODE_ADJUSTS},
+    "code_adjusts_unreadably": {"slm_lab/agent/algorithm/ppo.py": CODE_ADJUSTS_UNREADABLY},
 }
 
 
@@ -450,3 +463,22 @@ def test_a_set_the_variant_has_no_placeholder_for_is_ignored(slm_repo):
     assert finding.message == ("--set max_frame=1e6 is ignored by ppo_fx_frames: the variant has no ${max_frame}; "
                                "env.max_frame is 5000")
     assert not declared_findings(extract(slm_repo, "base", "ppo_fx"))  # it takes ${max_frame}
+
+
+def test_values_the_algorithm_adjusts_after_reading_the_spec(slm_repo):
+    """gamma, lam and training_epoch were read from the spec although init_algorithm_params changed them."""
+    base = extract(slm_repo, "base", "ppo_fx").facts
+    facts = extract(slm_repo, "code_adjusts", "ppo_fx").facts
+    assert facts["discount"].value == pytest.approx(base["discount"].value ** 2)
+    assert facts["discount"].declared == base["discount"].value
+    assert facts["gae_lambda"].value == 0.8
+    assert facts["epochs_per_update"].value == 2 * base["epochs_per_update"].value
+    assert ("ppo.py", fx.line_of(CODE_ADJUSTS, "self.lam = 0.8")) in where(facts["gae_lambda"])
+    assert "the algorithm sets self.lam = 0.8" in facts["gae_lambda"].note
+
+
+def test_a_value_the_algorithm_sets_from_unread_code_is_unknown(slm_repo):
+    x = extract(slm_repo, "code_adjusts_unreadably", "ppo_fx")
+    fact = x.facts["discount"]
+    assert fact.value is None and "self.gamma is not computed statically" in fact.unknown
+    assert any(f.key == "discount" for f in x.findings)
