@@ -1160,6 +1160,25 @@ class _VariantFacts:
                      "which need not be the arc's activation")
         self.add("kernel_init", name, [init_at] + ([self.at_code(gain)] if gain else []), note)
 
+    def _optimizer_receives(self, keyword: str) -> tuple[tuple[Any, list] | None, str | None]:
+        """What the constructed algorithm's optimizer receives as ``keyword`` (on every branch the
+        engine could not decide): ((value, lines), None) when they agree on a constant;
+        (None, why) when one is not constant or they disagree; (None, None) when the engine built
+        no optimizer call with that keyword (the spec's value stands)."""
+        built = self.run.constructed_attr("optim")  # the actor's (or the shared net's), as optim_spec is read
+        options = built.data.options if built is not None and isinstance(built.data, flow.Phi) else (built,)
+        calls = [o.data for o in options if o is not None and isinstance(o.data, flow.Sym) and o.data.op == "call"]
+        passed = [dict(call.kwargs)[keyword] for call in calls if keyword in dict(call.kwargs)]
+        if not passed:
+            return None, None
+        if not all(flow.is_const(v) for v in passed):
+            odd = next(v for v in passed if not flow.is_const(v))
+            return None, f"the optimizer's {keyword} is not computed statically ({flow.why_not_constant(odd)})"
+        values = {flow.plain(v) for v in passed}
+        if len(values) > 1:
+            return None, f"the optimizers are constructed with different {keyword}: {sorted(values)}"
+        return (values.pop(), sorted({line for v in passed for line in flow.all_lines(v)})), None
+
     def _optimizer(self, net_setting) -> None:
         optim, optim_at, optim_note = net_setting("optim_spec")
         optim = optim if isinstance(optim, dict) else {}
@@ -1167,7 +1186,15 @@ class _VariantFacts:
         if optim_name not in self.tree.ask(code.read_optimizers):
             self.find("spec_code_mismatch", "ERROR", f"agent.net.optim_spec.name {optim_name!r}: not in torch.optim",
                       (self.at_spec("agent.net.optim_spec.name"),))
-        if "lr" in optim:
+        received, received_why = self._optimizer_receives("lr")
+        if received_why:
+            self.unknown("learning_rate", received_why)
+        elif received is not None and received[0] != optim.get("lr", received[0]):
+            value, lines = received
+            self.add("learning_rate", float(value), [self.at_spec("agent.net.optim_spec.lr"), *lines],
+                     f"spec: agent.net.optim_spec.lr; the optimizer is constructed with lr={value!r}",
+                     float(optim["lr"]))
+        elif "lr" in optim:
             self.add("learning_rate", float(optim["lr"]), self.at_spec("agent.net.optim_spec.lr"),
                      "spec: agent.net.optim_spec.lr")
         elif optim_name == "Adam":

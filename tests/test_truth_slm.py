@@ -220,6 +220,10 @@ CODE_ADJUSTS_UNREADABLY = fx.PPO.replace(
     "        self.to_train = 0\n",
     "        self.to_train = 0\n"
     "        self.gamma = self.agent.env.some_gamma()\n", 1)
+HALVED_LR = fx.NET_UTIL_WITH_MIN.replace(
+    "    optim_kwargs = {k: v for k, v in optim_spec.items() if k != \"name\"}\n",
+    "    optim_kwargs = {k: v for k, v in optim_spec.items() if k != \"name\"}\n"
+    "    optim_kwargs[\"lr\"] = optim_kwargs[\"lr\"] / 2\n")
 NO_PLAYGROUND_BUILDER = fx.ENV_INIT.replace(
     "    if not name.startswith(\"playground/\"):  # other envs take the remaining keys as kwargs\n"
     "        make_kwargs = {k: v for k, v in env_spec.items() if k not in RESERVED}\n"
@@ -239,7 +243,7 @@ CASES = {
     "divides_batch_only": {"slm_lab/agent/algorithm/ppo.py": DIVIDES_BATCH_ONLY},
     "no_builder": {"slm_lab/env/__init__.py": NO_PLAYGROUND_BUILDER},
     "no_gpu_normalizer": {"slm_lab/env/wrappers.py": NO_GPU_NORMALIZER},
-    "code_adjusts": {"slm_lab/agent/algorithm/ppo.py": CODE_ADJUSTS},
+    "code_adjusts": {"slm_lab/agent/algorithm/ppo.py": CODE_ADJUSTS, "slm_lab/agent/net/net_util.py": HALVED_LR},
     "code_adjusts_unreadably": {"slm_lab/agent/algorithm/ppo.py": CODE_ADJUSTS_UNREADABLY},
 }
 
@@ -475,6 +479,10 @@ def test_values_the_algorithm_adjusts_after_reading_the_spec(slm_repo):
     assert facts["epochs_per_update"].value == 2 * base["epochs_per_update"].value
     assert ("ppo.py", fx.line_of(CODE_ADJUSTS, "self.lam = 0.8")) in where(facts["gae_lambda"])
     assert "the algorithm sets self.lam = 0.8" in facts["gae_lambda"].note
+    assert facts["learning_rate"].value == pytest.approx(base["learning_rate"].value / 2)  # get_optim halves it
+    assert facts["learning_rate"].declared == base["learning_rate"].value
+    assert ("net_util.py", fx.line_of(HALVED_LR, 'optim_kwargs["lr"] = optim_kwargs["lr"] / 2')) in where(
+        facts["learning_rate"])
 
 
 def test_a_value_the_algorithm_sets_from_unread_code_is_unknown(slm_repo):
