@@ -148,3 +148,20 @@ def test_urls_are_still_cloned_and_fetched_and_run_nothing(hostile, tmp_path):
         assert repo.resolve("master").read(upstream_repos.MAPPING_FILE) == upstream_repos.MAPPING.lstrip("\n")
     assert repo.path.parent == tmp_path / "clones" / "repos"
     assert fired(markers) == []
+
+
+def test_a_cache_entry_naming_a_missing_object_is_a_miss_or_one_error_line(hostile, capsys):
+    """The fact cache answered from blob ids a repository no longer holds (issue 26: a traceback)."""
+    paths, markers = hostile
+    assert main(["report", *repo_flags(paths), "--slm", "HEAD", "--output", "out", "--quiet"]) == 0, \
+        capsys.readouterr().err
+    capsys.readouterr()
+    blob = drop_blob(paths["slm"], upstream_repos.SPEC_PATH)
+    code = main(["report", *repo_flags(paths), "--slm", "HEAD", "--output", "out2", "--quiet"])
+    err = capsys.readouterr().err
+    if code == 0:  # answered from the cache without reading the blob: the same report
+        assert {p.name: p.read_bytes() for p in (Path.cwd() / "out2").iterdir()} == {
+            p.name: p.read_bytes() for p in (Path.cwd() / "out").iterdir()}
+    else:
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and blob in err, err
+    assert fired(markers) == []
