@@ -79,6 +79,8 @@ class ParamsFunction:
                 continue
             for small in statement.body:
                 if isinstance(small, cst.Return):
+                    if small.value is not None and _is_create(small.value) and state["var"] is None:
+                        self._create(small.value, "", config)  # return config_dict.create(...)
                     return False
                 if isinstance(small, cst.Raise):
                     config.rejected = self.file.at(small)
