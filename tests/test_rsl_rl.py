@@ -131,7 +131,7 @@ def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):
     assert "SLM-Lab variant" not in text and "Brax 0.99, RSL-RL 0.98" in text
     assert "https://github.com/leggedrobotics/rsl_rl/blob/" in text
     assert main(args + ["--check"]) == 0  # the same inputs give the same files
-    assert main(["report", "--against", "rsl-rl", "--env", "CartpoleBalance", "--brax-repo", str(repos["brax"]),
+    assert main(["report", "--against", "rsl-rl", "--env", "BallInCup", "--brax-repo", str(repos["brax"]),
                  "--playground-repo", str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "--rsl-rl", "HEAD",
                  "--output", str(out)]) == 2
     assert "no RSL-RL config" in capsys.readouterr().err
