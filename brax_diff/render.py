@@ -338,7 +338,8 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
     the model names it, and no SLM-Lab spec fix is offered."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
     keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
-    classified = classify(compare(brax, slm, keys), table, fixes=against is None)
+    classified = classify(compare(brax, slm, keys), table, fixes=against is None,
+                          side="slm" if against is None else against["side"])
     model = {
         "schema": SCHEMA,
         "scope": dict(sorted(scope.items())),
@@ -390,8 +391,10 @@ def render_markdown(model: dict) -> str:
 def render_rules_markdown(table: RuleTable) -> str:
     """docs/rules.md: the rule table as Markdown (templates/rules.md.j2)."""
     from .rules import NULLARY_PREDICATES, PREDICATES
+    from .rules import RULE_SIDES
     text = environment().get_template("rules.md.j2").render(
-        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES)
+        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES,
+        side_titles=RULE_SIDES)
     return text.rstrip("\n") + "\n"
 
 

@@ -135,3 +135,23 @@ def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):
                  "--playground-repo", str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "--rsl-rl", "HEAD",
                  "--output", str(out)]) == 2
     assert "no RSL-RL config" in capsys.readouterr().err
+
+
+def test_a_rule_written_for_one_side_says_so_against_another(tmp_path):
+    from brax_diff.compare import Difference
+    from brax_diff.errors import ConfigError
+    from brax_diff.facts import Fact
+    from brax_diff.rules import classify, load_rules
+
+    table = load_rules()
+    assert table.get("BD040").sides == ("slm",) and table.get("BD033").sides == ()
+    difference = Difference("truncation", "advantages", "differs", Fact("truncation", "mask_bootstrap_last_state"),
+                            Fact("truncation", "bootstrap_current_state"))
+    against_slm, = classify([difference], table)
+    against_rsl, = classify([difference], table, side="rsl_rl", fixes=False)
+    assert against_rsl.severity == against_slm.severity and against_rsl.rule == "BD040"
+    assert against_rsl.rationale == "(Written for Brax vs SLM-Lab.) " + against_slm.rationale
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules:\n  - code: BD033\n    sides: [cleanrl]\n")
+    with pytest.raises(ConfigError, match="`sides` must be a list of sides"):
+        load_rules(bad)
