@@ -24,7 +24,7 @@ STATUSES = ("match", "differs", "unknown", "missing_brax", "missing_slm")
 REL_TOL = 1e-9
 ABS_TOL = 1e-12
 
-SIDE_NAMES = {"brax": "Brax", "slm": "SLM-Lab"}
+SIDE_NAMES = {"brax": "Brax", "slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 
 
 def is_number(value: Any) -> bool:
@@ -98,19 +98,19 @@ def _ratio(a: Any, b: Any) -> float | None:
     return max(abs(a), abs(b)) / min(abs(a), abs(b))
 
 
-def _differs_reason(brax: Any, slm: Any) -> str:
-    text = f"Brax {format_value(brax)} vs SLM-Lab {format_value(slm)}"
+def _differs_reason(brax: Any, slm: Any, other: str = "SLM-Lab") -> str:
+    text = f"Brax {format_value(brax)} vs {other} {format_value(slm)}"
     ratio = _ratio(brax, slm)
     if ratio is not None:
-        larger = "Brax" if abs(brax) > abs(slm) else "SLM-Lab"
+        larger = "Brax" if abs(brax) > abs(slm) else other
         return f"{text} ({larger} {ratio:.4g}x larger)"
     if isinstance(brax, list) and isinstance(slm, list) and len(brax) != len(slm):
         return f"{text} ({len(brax)} vs {len(slm)} entries)"
     return text
 
 
-def _unknown_reason(brax: Fact, slm: Fact) -> str:
-    parts = [f"unknown on {SIDE_NAMES[side]}: {fact.unknown}" for side, fact in (("brax", brax), ("slm", slm))
+def _unknown_reason(brax: Fact, slm: Fact, other: str = "SLM-Lab") -> str:
+    parts = [f"unknown on {name}: {fact.unknown}" for name, fact in (("Brax", brax), (other, slm))
              if fact.is_unknown]
     return "; ".join(parts)
 
@@ -119,7 +119,8 @@ def pair(key: str, brax: Fact | None, slm: Fact | None, brax_x: Extraction, slm_
     topic = KEYS[key].topic if key in KEYS else ""
     if (brax is not None and brax.is_unknown) or (slm is not None and slm.is_unknown):
         if brax is not None and slm is not None:
-            return Difference(key, topic, "unknown", brax, slm, _unknown_reason(brax, slm))
+            return Difference(key, topic, "unknown", brax, slm,
+                              _unknown_reason(brax, slm, SIDE_NAMES.get(slm_x.side, slm_x.side)))
         known = brax if brax is not None else slm
         return Difference(key, topic, "unknown", brax, slm, f"unknown: {known.unknown}")
     if brax is None:
@@ -128,7 +129,8 @@ def pair(key: str, brax: Fact | None, slm: Fact | None, brax_x: Extraction, slm_
         return Difference(key, topic, "missing_slm", brax, None, _missing_reason(slm_x, key))
     if values_equal(brax.value, slm.value):
         return Difference(key, topic, "match", brax, slm, None)
-    return Difference(key, topic, "differs", brax, slm, _differs_reason(brax.value, slm.value))
+    return Difference(key, topic, "differs", brax, slm,
+                      _differs_reason(brax.value, slm.value, SIDE_NAMES.get(slm_x.side, slm_x.side)))
 
 
 def compare(brax: Extraction, slm: Extraction, keys: Iterable[str] | None = None) -> list[Difference]:

@@ -35,6 +35,8 @@ class Settings:
     brax_ref: str = "main"
     playground_ref: str = "main"
     slm_ref: str | None = None  # None until load_settings: HEAD of a local checkout, else master
+    rsl_rl_repo: str = DEFAULT_URLS["rsl_rl"]  # ... of leggedrobotics/rsl_rl (rsl-rl-lib), the third side
+    rsl_rl_ref: str = "v3.3.0"  # see brax_diff.extractors.rsl_rl.DEFAULT_REF for why this release
     spec: str = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"  # SLM-Lab spec file
     rules: str | None = None  # a rules YAML replacing or extending the shipped table
     mapping: str | None = None  # a variant -> family/env mapping file replacing the shipped one
@@ -66,7 +68,8 @@ class Settings:
 INTERNAL = {"root"}
 # Settings that are filesystem paths (a repository also when it is not a URL): relative ones
 # in a settings file start at the root. `spec` is a path inside the SLM-Lab repository.
-PATH_SETTINGS = ("brax_repo", "playground_repo", "slm_repo", "rules", "mapping", "cache_dir", "reports_dir")
+PATH_SETTINGS = ("brax_repo", "playground_repo", "slm_repo", "rsl_rl_repo", "rules", "mapping", "cache_dir",
+                 "reports_dir")
 
 
 def unknown_key_message(raw_key: str, known: list[str]) -> str:

@@ -41,7 +41,7 @@ from .vocabulary import KEYS, PER_ENVIRONMENT, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
 MAX_LINKS = 3  # lines linked per value in Markdown tables; the JSON keeps them all
-SOURCE_TITLES = {"brax": "Brax", "playground": "MuJoCo Playground", "slm": "SLM-Lab"}
+SOURCE_TITLES = {"brax": "Brax", "playground": "MuJoCo Playground", "slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 
 
 def templates_dir() -> Path:
@@ -331,12 +331,15 @@ def changes_since(previous: dict | None, model: dict) -> dict | None:
 def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
                  matrix: dict | None = None, previous: dict | None = None,
                  verification: dict | None = None, rules_origin: str = "shipped",
-                 results: tuple | None = None) -> dict:
+                 results: tuple | None = None, against: dict | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
-    ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given."""
+    ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given.
+    ``against``: the side compared with Brax when it is not SLM-Lab ({"side", "title", "reads"}):
+    the model names it, and no SLM-Lab spec fix is offered."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
     keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
-    classified = classify(compare(brax, slm, keys), table)
+    classified = classify(compare(brax, slm, keys), table, fixes=against is None,
+                          side="slm" if against is None else against["side"])
     model = {
         "schema": SCHEMA,
         "scope": dict(sorted(scope.items())),
@@ -354,6 +357,8 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
         "rules": {"origin": rules_origin,
                   "references": {k: v.to_json() for k, v in sorted(table.references.items())}},
     }
+    if against is not None:
+        model["against"] = dict(sorted(against.items()))
     model["changes"] = changes_since(previous, model)
     return model
 
@@ -386,8 +391,10 @@ def render_markdown(model: dict) -> str:
 def render_rules_markdown(table: RuleTable) -> str:
     """docs/rules.md: the rule table as Markdown (templates/rules.md.j2)."""
     from .rules import NULLARY_PREDICATES, PREDICATES
+    from .rules import RULE_SIDES
     text = environment().get_template("rules.md.j2").render(
-        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES)
+        table=table.to_json(), titles=dict(TOPICS), nullary=NULLARY_PREDICATES, unary=PREDICATES,
+        side_titles=RULE_SIDES)
     return text.rstrip("\n") + "\n"
 
 
@@ -475,7 +482,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
              verification: dict | None = None, rules_origin: str = "shipped",
              progress: Callable[[str], None] = lambda text: None, results: tuple | None = None,
-             brax_reference: str = "params") -> dict:
+             brax_reference: str = "params", against: dict | None = None) -> dict:
     """The report model for one scope.
 
     A family report compares the family's Brax config with the SLM-Lab variant mapped to
@@ -517,7 +524,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec, "brax_reference": brax_reference}
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
-                        verification=verification, rules_origin=rules_origin, results=results)
+                        verification=verification, rules_origin=rules_origin, results=results, against=against)
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",

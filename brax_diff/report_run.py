@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import BraxDiffError
-from .scope import Scope
+from .scope import AGAINST, RSL_RL, RSL_RL_FAMILIES, Scope
 
 
 class ReportRun:
@@ -22,7 +22,8 @@ class ReportRun:
 
     def __init__(self, snapshots: dict, settings: Any, table: Callable[[], Any], extractor_classes: tuple,
                  set_values: dict, mapping: dict | None, *, variant: str | None, no_cache: bool,
-                 step: Callable[[str], None] = lambda text: None, brax_reference: str = "params") -> None:
+                 step: Callable[[str], None] = lambda text: None, brax_reference: str = "params",
+                 against: str = "slm") -> None:
         from .cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
         from .factcache import FactCache
         from .factcache import cache_root as fact_cache_root
@@ -30,8 +31,10 @@ class ReportRun:
         self.snapshots, self.settings, self.table, self.variant = snapshots, settings, table, variant
         self.brax_reference = brax_reference
         self.step = step
+        self.against = against
         BraxExtractor, SlmExtractor = extractor_classes
-        brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
+        brax_snap, playground_snap = snapshots["brax"], snapshots["playground"]
+        slm_snap = snapshots.get(against)
 
         def make_brax():
             if brax_reference == "params":  # the extractor of every other command (and of test doubles)
@@ -39,6 +42,10 @@ class ReportRun:
             return BraxExtractor(brax_snap, playground_snap, reference=brax_reference)
 
         def make_slm():
+            if against == RSL_RL:  # the other side is RSL-RL: it fills the place SLM-Lab has in the report
+                from brax_diff.extractors.rsl_rl import RslRlExtractor
+
+                return RslRlExtractor(slm_snap, playground_snap)
             return SlmExtractor(slm_snap, spec=settings.spec, sets=set_values, mapping=mapping,
                                 playground=playground_snap)
 
@@ -53,10 +60,14 @@ class ReportRun:
         self.reports = ReportCache(fact_cache_root(settings.cache_dir))
         for snapshot in snapshots.values():
             recall(self.cache, snapshot)
-        early = None if slm_snap.exists(settings.spec) else make_slm()  # a missing spec: its one error line now
+        early = None if against == RSL_RL or slm_snap.exists(settings.spec) else make_slm()  # a missing spec: now
         self.brax = CachedExtractor(None, "brax", {"brax": brax_snap, "playground": playground_snap}, self.cache,
                                     BRAX_METHODS, values=BRAX_VALUES, factory=make_brax,
                                     identity=None if brax_reference == "params" else {"reference": brax_reference})
+        if against == RSL_RL:
+            self.slm = CachedExtractor(None, RSL_RL, {RSL_RL: slm_snap, "playground": playground_snap}, self.cache,
+                                       ("variant", "setup"), values=("variant_for",), factory=make_slm)
+            return
         self.slm = CachedExtractor(early, "slm", {"slm": slm_snap, "playground": playground_snap}, self.cache,
                                    ("variant", "setup"),
                                    identity={"spec": settings.spec, "sets": set_values, "mapping": mapping},
@@ -64,14 +75,21 @@ class ReportRun:
 
     def scopes(self, family: str | None, env: str | None) -> list[Scope]:
         """The scopes asked for: one environment, one family, or every family."""
-        if env:
+        if env and self.against != RSL_RL:
             self.brax.family_of(env)  # an unknown env is a clear error before any work
             return [Scope(env=env)]
         families = self.brax.families()
+        if self.against == RSL_RL:  # only the families Playground has an RSL-RL config for
+            families = [f for f in families if f in RSL_RL_FAMILIES]
+            if env and self.brax.family_of(env) not in RSL_RL_FAMILIES:
+                raise BraxDiffError(f"{env!r} is in family {self.brax.family_of(env)!r}, which has no RSL-RL config "
+                                    f"(families: {', '.join(RSL_RL_FAMILIES)})")
         if family:
             if family not in families:
                 raise BraxDiffError(f"unknown family {family!r} (families: {', '.join(families)})")
             return [Scope(family=family)]
+        if env:
+            return [Scope(env=env)]
         return [Scope(family=f) for f in families]
 
     def extract_ahead(self, scopes: list[Scope]) -> list[str]:
@@ -123,7 +141,8 @@ class ReportRun:
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
-                         results=results, brax_reference=self.brax_reference)
+                         results=results, brax_reference=self.brax_reference,
+                         against=AGAINST.get(self.against))
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}

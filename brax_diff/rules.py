@@ -6,7 +6,9 @@ severity given as ordered cases over the two values, a rationale, a fix naming t
 SLM-Lab spec key and value, a risk, and references. Users extend or override it with a
 YAML file of the same shape (``--rules FILE`` or ``rules = "FILE"`` in the settings):
 a known code replaces the fields it names, a new code adds a rule, ``disabled: true``
-removes one.
+removes one. ``sides: [slm]`` says a rule's rationale and fix are written for one side
+compared with Brax (:data:`RULE_SIDES`); against another side it still classifies, and its
+rationale says whom it was written for.
 
 Severity cases use a small declarative predicate language, compiled once when the table
 loads (nothing is ``eval``-ed; fix templates run in Jinja's sandbox). A predicate is a
@@ -54,7 +56,11 @@ SHIPPED_RULES = Path(__file__).parent / "data" / "rules.yaml"
 
 _CODE = re.compile(r"^[A-Z]{2,4}\d{3}$")
 _SPEC_IN_NOTE = re.compile(r"spec:\s*([A-Za-z_][\w.\[\]-]*)")
-_RULE_FIELDS = {"code", "name", "topic", "keys", "severity", "rationale", "fix", "risk", "references", "disabled"}
+_RULE_FIELDS = {"code", "name", "topic", "keys", "severity", "rationale", "fix", "risk", "references", "disabled",
+                "sides"}
+# The sides compared with Brax that a rule's `sides:` may name (its rationale and fix are written
+# for them; a rule without `sides:` is written for every side).
+RULE_SIDES = {"slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 _FIX_FIELDS = {"spec", "default_spec", "value", "text", "name", "alternatives"}
 _ALTERNATIVE_FIELDS = {"name", "set", "text"}
 _OPTION_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -457,6 +463,10 @@ class Rule:
     fix: FixTemplate
     risk: Risk
     references: tuple[str, ...]
+    sides: tuple[str, ...] = ()  # written for these sides only (RULE_SIDES); () for every side
+
+    def written_for(self, side: str) -> bool:
+        return not self.sides or side in self.sides
 
     def severity(self, ctx: Context) -> tuple[str | None, str | None]:
         """(severity, why the case that decided held, in words) for one difference; a match
@@ -479,6 +489,7 @@ class Rule:
             "fix": self.fix.to_json(),
             "risk": self.risk.to_json(),
             "references": list(self.references),
+            **({"sides": list(self.sides)} if self.sides else {}),
         }
 
 
@@ -626,8 +637,12 @@ def build_rule(raw: dict, references: dict[str, Reference], where: str, place: s
     for ref in refs:
         if ref not in references:
             raise ConfigError(f"{where}: unknown reference {ref!r} (known: {', '.join(sorted(references))})")
+    sides = raw.get("sides", [])
+    if not isinstance(sides, list) or not all(s in RULE_SIDES for s in sides):
+        raise ConfigError(f"{where}: `sides` must be a list of sides ({', '.join(RULE_SIDES)})")
     return Rule(code=code, name=_text(raw, "name", where), topic=topic, keys=tuple(keys), cases=tuple(cases),
-                rationale=_text(raw, "rationale", where), fix=fix, risk=risk, references=tuple(refs))
+                rationale=_text(raw, "rationale", where), fix=fix, risk=risk, references=tuple(refs),
+                sides=tuple(sides))
 
 
 def _build_alternatives(raw: Any, fix_name: str | None, where: str) -> tuple[FixAlternative, ...]:
@@ -887,10 +902,12 @@ def render_alternative(template: FixTemplate, alternative: FixAlternative, ctx: 
     return out
 
 
-def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True) -> list[Classified]:
+def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True,
+             side: str = "slm") -> list[Classified]:
     """Apply the table to each difference, in the given order; ``fixes=False`` leaves every
     fix out (the environment matrix shows severities only, and rendering fixes was most of
-    its cost)."""
+    its cost). ``side``: the side compared with Brax; a rule written for other sides
+    (``sides:``) still classifies, and its rationale says whom it was written for."""
     differences = list(differences)
     by_key = {d.key: d for d in differences}
     out = []
@@ -908,7 +925,8 @@ def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool
             rule=rule.code,
             rule_name=rule.name,
             because=because,
-            rationale=rule.rationale,
+            rationale=rule.rationale if rule.written_for(side) else (
+                f"(Written for Brax vs {' and '.join(RULE_SIDES[s] for s in rule.sides)}.) {rule.rationale}"),
             fix=None if severity is None or not fixes else render_fix(rule.fix, ctx),
             risk=rule.risk,
             references=tuple(table.references[r] for r in rule.references),

@@ -17,6 +17,15 @@ FORMATS = ("md", "json", "both")  # what `report --format` writes
 # its flag defaults; train()'s signature defaults alone; Brax's own brax/training/learner.py flag
 # defaults over them.
 BRAX_REFERENCES = ("params", "train-script", "train-defaults", "learner")
+# The side Brax is compared with (`report --against`): SLM-Lab, or RSL-RL as Playground runs it.
+AGAINST_CHOICES = ("slm", "rsl-rl")
+RSL_RL = "rsl_rl"
+RSL_RL_FAMILIES = ("locomotion", "manipulation")  # the Playground families with an rsl_rl_config
+# What a report names the other side by, and what it reads of it (None: SLM-Lab, as before).
+AGAINST = {RSL_RL: {"side": RSL_RL, "title": "RSL-RL",
+                    "reads": "Playground's `rsl_rl_config(env_name)` (`mujoco_playground/config/*_params.py`), "
+                             "`learning/train_rsl_rl.py` at its flag defaults and the torch wrapper "
+                             "(`_src/wrapper_torch.py`), on rsl-rl-lib's own code"}}
 _FILE_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # a variant name that is safe in a file name
 
 

@@ -14,7 +14,7 @@ from .errors import SourceError
 from .sources import Repository, Snapshot, is_url, open_all
 from .worktree import WORKTREE, head_differs
 
-TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
+TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 
 
 def open_snapshots(settings: Settings, sides: Iterable[str],
@@ -43,7 +43,7 @@ def open_snapshots(settings: Settings, sides: Iterable[str],
 def check_worktree_location(side: str, location: str, ref: str) -> None:
     """``WORKTREE`` with a URL repository: one error now, before a clone that cannot serve it."""
     if ref == WORKTREE and is_url(location):
-        raise SourceError(f"{side}: {WORKTREE} reads a local checkout's files; --{side}-repo is a URL "
+        raise SourceError(f"{side}: {WORKTREE} reads a local checkout's files; --{side.replace('_', '-')}-repo is a URL "
                           f"({location}); give the checkout's path")
 
 

@@ -37,6 +37,7 @@ DEFAULT_URLS = {
     "brax": "https://github.com/google/brax",
     "playground": "https://github.com/google-deepmind/mujoco_playground",
     "slm": "https://github.com/kengz/SLM-Lab",
+    "rsl_rl": "https://github.com/leggedrobotics/rsl_rl",
 }
 
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/([^/]+?)(?:\.git)?/?$")

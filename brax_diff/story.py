@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _TERMINAL_ENV = ("FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE")
 
 SEVERITY_STYLES = {"CRITICAL": "bold red", "IMPORTANT": "bold yellow", "MINOR": "yellow"}
-SIDE_TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab"}
+SIDE_TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 
 
 def escape(text: str) -> str:
@@ -122,6 +122,8 @@ def scope_title(model: dict) -> str:
     what = f"{scope['env']} ({scope['family']})" if scope.get("env") else scope["family"]
     refs = ", ".join(f"{SIDE_TITLES.get(s['name'], s['name'])} {s.get('ref') or ''} {s['commit'][:7]}".replace("  ", " ")
                      + (" + uncommitted" if s.get("uncommitted") else "") for s in model["sources"])
+    if "against" in model:  # another side than SLM-Lab: it has no variants
+        return f"{what}: against {model['against']['title']}; {refs}"
     return f"{what}: SLM-Lab variant {scope['variant']}; {refs}"
 
 

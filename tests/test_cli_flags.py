@@ -86,7 +86,7 @@ def test_repositories_and_refs_have_one_name_everywhere(command, sides):
 def test_every_option_is_a_keyword_of_its_command_function_and_takes_its_default():
     commands = dict(build_parser().leaves())
     assert set(commands) == {("report",), ("rules",), ("fix",), ("verify",), ("history",), ("extract", "brax"),
-                             ("extract", "slm")}
+                             ("extract", "slm"), ("extract", "rsl-rl")}
     for path, parser in commands.items():
         run = parser.get_default("_run")
         keywords = run.__kwdefaults__
@@ -98,7 +98,7 @@ def test_every_option_is_a_keyword_of_its_command_function_and_takes_its_default
 
 
 @pytest.mark.parametrize("command", [["report"], ["history"], ["verify"], ["fix"], ["rules"], ["extract", "brax"],
-                                     ["extract", "slm"], []])
+                                     ["extract", "slm"], ["extract", "rsl-rl"], []])
 def test_help_shows_plain_flags_without_a_type(command, capsys):
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out

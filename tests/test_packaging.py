@@ -30,7 +30,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_ships_the_extractors_inside_the_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/", 1)[0] for n in names} == {"brax_diff", f"{wheel.name.split('-')[0]}-0.2.0.dist-info"}
-    for module in ("brax.py", "slm.py", "flow.py", "mapping.py", "__init__.py"):
+    for module in ("brax.py", "slm.py", "flow.py", "mapping.py", "__init__.py", "rsl_rl/__init__.py", "rsl_rl/facts.py"):
         assert f"brax_diff/extractors/{module}" in names
     assert "brax_diff/templates/report.md.j2" in names
     assert not any(n.startswith("extractors/") for n in names)

@@ -85,7 +85,7 @@ def _metavar(names: tuple[str, ...], type: Callable) -> str:
         return "N"
     if word == "repo" or word.endswith("-repo"):
         return "PATH|URL"
-    if word in ("brax", "playground", "slm", "ref") or word.endswith("-ref"):
+    if word in ("brax", "playground", "slm", "rsl-rl", "ref") or word.endswith("-ref"):
         return "REF"
     if word in _METAVARS:
         return _METAVARS[word]

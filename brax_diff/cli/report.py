@@ -100,8 +100,9 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    fail_on: str | None = None, strict: bool = False, verification: str | None = None,
                    no_cache: bool = False, verify: bool = False, quiet: bool = False,
                    results: str | None = None, targets_ref: str | None = None,
-                   brax_reference: str | None = None) -> None:
-    """Compare Brax and SLM-Lab at the given refs and write the Markdown and JSON reports."""
+                   brax_reference: str | None = None, against: str | None = None, rsl_rl: str | None = None,
+                   rsl_rl_repo: str | None = None) -> None:
+    """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
     from ..io import interrupted_writes, write_all, write_atomic
     from ..session import head_warnings, open_snapshots
@@ -112,7 +113,16 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    from ..scope import BRAX_REFERENCES
+    from ..scope import AGAINST_CHOICES, BRAX_REFERENCES
+
+    if against is not None and against not in AGAINST_CHOICES:
+        raise BraxDiffError(f"unknown --against {against!r} (choose from {', '.join(AGAINST_CHOICES)})")
+    other = (against or "slm").replace("-", "_")
+    if other != "slm":
+        for given, flag in ((variant, "--variant"), (results, "--results"), (verification, "--verification"),
+                            (verify, "--verify"), (sets, "--set")):
+            if given:
+                raise BraxDiffError(f"{flag} is about SLM-Lab; it cannot be used with --against {against}")
 
     if brax_reference is not None and brax_reference not in BRAX_REFERENCES:
         raise BraxDiffError(f"unknown --brax-reference {brax_reference!r} (choose from {', '.join(BRAX_REFERENCES)})")
@@ -129,17 +139,18 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
         raise BraxDiffError("--check compares files on disk; it cannot be used with --output -")
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
-                             mapping=mapping)
+                             mapping=mapping, rsl_rl_ref=rsl_rl, rsl_rl_repo=rsl_rl_repo)
     table = _rule_table(settings.rules)
     extractor_classes = load_extractors()
     set_values = parse_sets(sets)
     story = Story.on_stderr(quiet)
     with story.running():
-        snapshots = open_snapshots(settings, ("brax", "playground", "slm"), story.step)
+        snapshots = open_snapshots(settings, ("brax", "playground", other), story.step)
         results = _generate_all(story, snapshots, settings, table, extractor_classes, set_values,
                                 family=family, env=env, variant=variant, fmt=fmt, output=output, previous=previous,
                                 verification=verification, verify=verify, no_cache=no_cache, check=check,
-                                results=results, targets_ref=targets_ref, brax_reference=brax_reference or "params")
+                                results=results, targets_ref=targets_ref, brax_reference=brax_reference or "params",
+                                against=other)
     for line in head_warnings(snapshots):
         story.warn(line)
     rendered = [file for result in results for file in result.files]
@@ -224,7 +235,8 @@ class ScopeResult:
 
 def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extractor_classes,
                   set_values: dict, *, family, env, variant, fmt, output, previous, verification, verify,
-                  no_cache, check, results=None, targets_ref=None, brax_reference="params") -> list[ScopeResult]:
+                  no_cache, check, results=None, targets_ref=None, brax_reference="params",
+                  against="slm") -> list[ScopeResult]:
     """Every scope's report, with its files (the library's :class:`ReportRun` makes the texts)."""
     from .. import results as published
 
@@ -240,8 +252,11 @@ def _generate_all(story: Story, snapshots: dict, settings: Settings, table, extr
 
     if verification and verify:
         raise BraxDiffError("--verification and --verify exclude each other")
+    if against != "slm" and output is None:  # beside SLM-Lab's reports, never over them
+        output = str(Path(settings.reports_dir) / against.replace("_", "-"))
     run = ReportRun(snapshots, settings, table, extractor_classes, set_values, user_mapping(settings.mapping),
-                    variant=variant, no_cache=no_cache, step=story.step, brax_reference=brax_reference)
+                    variant=variant, no_cache=no_cache, step=story.step, brax_reference=brax_reference,
+                    against=against)
     scopes = run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
@@ -429,6 +444,12 @@ def register(app) -> None:
     command.option("slm_repo", "--slm-repo", help="SLM-Lab repository: path or URL (default: "
                    "this checkout when it is SLM-Lab's, else kengz/SLM-Lab).")
     command.option("spec", "--spec", help="SLM-Lab spec file inside the SLM-Lab repository.")
+    command.option("against", "--against", metavar="slm|rsl-rl", help="The side compared with Brax: SLM-Lab "
+                   "(default) or RSL-RL as Playground's train_rsl_rl.py runs it (locomotion, manipulation).")
+    command.option("rsl_rl", "--rsl-rl", "--rsl-rl-ref", help="rsl_rl (rsl-rl-lib) ref with --against rsl-rl "
+                   "(default: v3.3.0, the newest release whose API Playground's train_rsl_rl.py calls).")
+    command.option("rsl_rl_repo", "--rsl-rl-repo", help="rsl_rl repository: path or URL (default: "
+                   "leggedrobotics/rsl_rl).")
     command.option("family", "--family", help="One family (default: every family).")
     command.option("env", "--env", help="One registered environment instead of a family.")
     command.option("variant", "--variant", help="SLM-Lab spec variant (default: the mapped one).")

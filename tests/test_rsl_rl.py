@@ -1,0 +1,157 @@
+"""The RSL-RL side on hand-written repositories shaped like rsl-rl-lib 3.x and Playground:
+every canonical key read with its lines, a dead branch, a layout the readers do not know
+(unknown with a finding), and `report --against rsl-rl` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import brax_fixtures as bfx
+import rsl_rl_fixtures as fx
+from brax_fixtures import line_of
+from gitfixture import make_repo
+
+from brax_diff.cli import main
+from brax_diff.config import Settings
+from brax_diff.extractors.rsl_rl import DEFAULT_REF, FAMILIES, RslRlExtractor
+from brax_diff.scope import RSL_RL_FAMILIES
+from brax_diff.sources import Repository
+from brax_diff.vocabulary import KEYS
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rsl")
+    return {
+        "brax": make_repo(root / "brax", bfx.BRAX_COMMITS) and root / "brax",
+        "playground": make_repo(root / "playground", [fx.PLAYGROUND_RSL]) and root / "playground",
+        "rsl_rl": root / "rsl_rl", "rsl_rl_shas": make_repo(root / "rsl_rl", [fx.RSL_RL, fx.RSL_RL_MOVED]),
+    }
+
+
+def extractor(repos, rsl: int = 0) -> RslRlExtractor:
+    return RslRlExtractor(Repository(repos["rsl_rl"], "rsl_rl").resolve(repos["rsl_rl_shas"][rsl]),
+                          Repository(repos["playground"], "playground").resolve("HEAD"))
+
+
+def lines(fact) -> set[tuple[str, int]]:
+    return {(p.path, p.line) for p in fact.provenance}
+
+
+def test_every_canonical_key_is_read_from_config_script_wrapper_and_library(repos):
+    x = extractor(repos).family("locomotion")
+    assert set(x.facts) == set(KEYS)
+    values = {k: f.value for k, f in x.facts.items()}
+    loco = fx.LOCO_PARAMS_TEXT + fx.LOCO_RSL_TEXT
+    assert values["num_envs"] == 512 and values["unroll_length"] == 16 and values["unrolls_per_update"] == 1
+    assert values["transitions_per_update"] == 512 * 16 and values["minibatch_transitions"] == 512 * 16 // 2
+    assert (values["epochs_per_update"], values["minibatches_per_epoch"], values["gradient_steps_per_update"]) == (3, 2, 6)
+    assert (values["discount"], values["gae_lambda"], values["clip_epsilon"], values["entropy_coef"]) == (0.98, 0.9, 0.25, 0.005)
+    assert values["value_loss_coef"] == 2.0 and values["value_clipping"] == 0.25 and values["value_loss"] == "mse"
+    assert values["policy_hidden_layers"] == [64, 32] and values["value_hidden_layers"] == [128, 64]
+    assert values["activation"] == "elu" and values["kernel_init"] == "kaiming_uniform"
+    assert values["learning_rate"] == 5e-4 and values["lr_schedule"] == "constant" and values["lr_final_factor"] == 1.0
+    assert values["max_grad_norm"] == 0.5 and values["grad_clip_scope"] == "global" and values["adam_eps"] == 1e-8
+    assert values["truncation"] == "bootstrap_current_state" and values["gae_recompute"] == "per_update"
+    assert values["advantage_normalization_scope"] == "batch" and values["advantage_normalization"] is True
+    assert values["obs_normalization"] is True and values["obs_norm_std_eps"] == 0.05 and values["obs_clip"] is None
+    assert values["obs_norm_update"] == "per_env_step" and values["obs_norm_method"] == "welford"
+    assert values["action_distribution"] == "normal" and values["std_state_dependent"] is False
+    assert values["std_transform"] == "other" and values["entropy_estimator"] == "analytic"
+    assert values["shared_network"] is False and values["reward_scale"] == 1.0 and values["reward_scale_site"] == "none"
+    assert values["training_env_steps"] == 50 * 16 * 512
+    assert values["action_repeat"] == 1 and values["physics_backend"] == "jax" and values["policy_obs_keys"] == "state"
+    # where they come from: the config, the script, the wrapper, the library
+    assert lines(x.facts["discount"]) == {(bfx.LOCO_PARAMS, line_of(loco, "gamma=0.98"))}
+    assert (fx.SCRIPT, line_of(fx.SCRIPT_TEXT, '"num_envs", 512')) in lines(x.facts["num_envs"])
+    assert (fx.WRAPPER, line_of(fx.WRAPPER_TEXT, '"time_outs": truncation')) in lines(x.facts["truncation"])
+    assert (fx.PPO, line_of(fx.PPO_TEXT, "self.transition.rewards += self.gamma")) in lines(x.facts["truncation"])
+    assert (fx.WRAPPER, line_of(fx.WRAPPER_TEXT, "torch.clip(action, -0.5, 0.5)")) in lines(x.facts["action_distribution"])
+    assert "[-0.5, 0.5]" in x.facts["action_distribution"].note
+    # what each environment decides is left to it; what runs only at run time is an explained unknown
+    assert x.facts["episode_length"].is_unknown and x.unknown_keys() == []
+    assert x.facts["value_obs_keys"].is_unknown and "observation_size" in x.facts["value_obs_keys"].unknown
+
+
+def test_a_key_the_config_leaves_out_takes_the_library_default(repos):
+    x = extractor(repos).family("manipulation")
+    assert x.facts["value_loss_coef"].value == 1.5  # PPO.__init__'s default in the fixture
+    assert lines(x.facts["value_loss_coef"]) == {(fx.PPO, line_of(fx.PPO_TEXT, "value_loss_coef=1.5"))}
+    assert x.facts["lr_schedule"].value == "adaptive_kl" and x.facts["lr_final_factor"].value is None
+    assert x.facts["obs_normalization"].value is False and x.facts["obs_norm_update"].value is None
+    assert x.facts["policy_hidden_layers"].value == [16] and x.facts["num_envs"].value == 512
+
+
+def test_env_branches_apply_and_a_misspelt_branch_is_dead(repos):
+    rsl = extractor(repos)
+    assert rsl.env("SpotGetup").facts["discount"].value == 0.95
+    assert rsl.env("Go1Getup").facts["training_env_steps"].value == 10 * 16 * 512
+    assert rsl.env("H1Walk").facts["training_env_steps"].value == 50 * 16 * 512
+    dead = [f for f in rsl.family("locomotion").findings if f.kind == "dead_branch"]
+    assert len(dead) == 1 and "'Go1JoyStickFlatTerrain' looks like registered 'Go1JoystickFlatTerrain'" in dead[0].message
+    assert dead[0].provenance[0].line == line_of(fx.LOCO_PARAMS_TEXT + fx.LOCO_RSL_TEXT, 'env_name == "Go1JoyStick')
+
+
+def test_a_layout_the_readers_do_not_know_is_unknown_with_a_finding(repos):
+    x = extractor(repos, rsl=1).family("locomotion")
+    assert x.facts["truncation"].is_unknown
+    assert "rsl_rl/algorithms/ppo.py: PPO.process_env_step" in x.facts["truncation"].unknown
+    assert x.facts["std_transform"].is_unknown and "rsl_rl/modules/actor_critic.py not found" in x.facts[
+        "std_transform"].unknown
+    keys = {f.key for f in x.findings if f.kind == "pattern_not_found"}
+    assert {"truncation", "std_transform", "action_distribution", "entropy_estimator"} <= keys
+    assert x.facts["discount"].value == 0.98  # what the config gives is still read
+
+
+def test_the_default_ref_and_families_agree_across_the_package():
+    assert Settings().rsl_rl_ref == DEFAULT_REF == "v3.3.0"
+    assert tuple(FAMILIES) == RSL_RL_FAMILIES
+
+
+def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["report", "--against", "rsl-rl", "--family", "locomotion", "--brax-repo", str(repos["brax"]),
+            "--brax", "HEAD~2", "--playground-repo", str(repos["playground"]), "--playground", "HEAD",
+            "--rsl-rl-repo", str(repos["rsl_rl"]), "--rsl-rl", repos["rsl_rl_shas"][0], "--output", str(out),
+            "--quiet"]
+    assert main(args) == 0, capsys.readouterr().err
+    model = json.loads((out / "locomotion.json").read_text())
+    assert model["against"]["title"] == "RSL-RL" and model["slm"]["side"] == "rsl_rl"
+    assert {s["name"] for s in model["sources"]} == {"brax", "playground", "rsl_rl"}
+    by_key = {d["key"]: d for d in model["differences"]}
+    assert by_key["discount"]["slm"]["value"] == 0.98 and by_key["discount"]["status"] == "differs"
+    assert "vs RSL-RL 0.98" in by_key["discount"]["reason"]
+    assert all(d["fix"] is None for d in model["differences"])  # no SLM-Lab spec to set
+    assert sorted(r["env"] for r in model["matrix"]["rows"]) == ["Go1Getup", "Go1JoystickFlatTerrain", "H1Walk",
+                                                                 "SpotGetup"]
+    text = (out / "locomotion.md").read_text()
+    assert text.startswith("# Brax PPO vs RSL-RL PPO: locomotion") and "| Key | Brax | RSL-RL |" in text
+    assert "SLM-Lab variant" not in text and "Brax 0.99, RSL-RL 0.98" in text
+    assert "https://github.com/leggedrobotics/rsl_rl/blob/" in text
+    assert main(args + ["--check"]) == 0  # the same inputs give the same files
+    assert main(["report", "--against", "rsl-rl", "--env", "BallInCup", "--brax-repo", str(repos["brax"]),
+                 "--playground-repo", str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "--rsl-rl", "HEAD",
+                 "--output", str(out)]) == 2
+    assert "no RSL-RL config" in capsys.readouterr().err
+
+
+def test_a_rule_written_for_one_side_says_so_against_another(tmp_path):
+    from brax_diff.compare import Difference
+    from brax_diff.errors import ConfigError
+    from brax_diff.facts import Fact
+    from brax_diff.rules import classify, load_rules
+
+    table = load_rules()
+    assert table.get("BD040").sides == ("slm",) and table.get("BD033").sides == ()
+    difference = Difference("truncation", "advantages", "differs", Fact("truncation", "mask_bootstrap_last_state"),
+                            Fact("truncation", "bootstrap_current_state"))
+    against_slm, = classify([difference], table)
+    against_rsl, = classify([difference], table, side="rsl_rl", fixes=False)
+    assert against_rsl.severity == against_slm.severity and against_rsl.rule == "BD040"
+    assert against_rsl.rationale == "(Written for Brax vs SLM-Lab.) " + against_slm.rationale
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules:\n  - code: BD033\n    sides: [cleanrl]\n")
+    with pytest.raises(ConfigError, match="`sides` must be a list of sides"):
+        load_rules(bad)
