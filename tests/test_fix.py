@@ -381,7 +381,7 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
     """`report --verify` plans as `verify` does: all_fixes is the variant `fix` writes."""
     import brax_diff.verify as verify_package
     import brax_diff.verify.runner as runner
-    from brax_diff.cli.report import _run_verify
+    from brax_diff.verify.for_report import verify_scope
     from brax_diff.config import load_settings
     from brax_diff.render import Scope
 
@@ -396,7 +396,7 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
                            Repository(fresh["playground"], "playground").resolve("HEAD"))
     sets = {"max_frame": "1000000"}
     slm_x = SlmExtractor(Repository(fresh["slm"], "slm").resolve("HEAD"), spec=SPEC_PATH, sets=sets)
-    _run_verify(brax_x, slm_x, Scope(family="dm_control", env="CartpoleBalance"), "ppo_fx", settings,
+    verify_scope(brax_x, slm_x, Scope(family="dm_control", env="CartpoleBalance"), "ppo_fx", settings,
                 tmp_path / "verify", sets)
     plan, = planned
     assert plan.fixed_variants == {"CartpoleBalance": "ppo_fx_brax"}
