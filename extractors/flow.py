@@ -225,6 +225,15 @@ class Native:
 
 
 @dataclass(eq=False)
+class NativeMethod:
+    """A method of a modelled class (``ConfigDict.update``): ``call(engine, receiver, args,
+    kwargs, frame, node)``; reading it from an instance binds the receiver."""
+
+    name: str
+    call: Callable[..., V]
+
+
+@dataclass(eq=False)
 class Method:
     """A method of a known constant (``d.get``, ``s.startswith``, ``lst.append``)."""
 
@@ -247,6 +256,7 @@ class Lazy:
 
 
 UNBOUND = Unknown("unbound")
+SKIP = object()  # Engine.decide's answer: the `if` statement is not run at all
 
 
 def const(value: Any, lines: Iterable[Provenance] = ()) -> V:
@@ -609,6 +619,12 @@ class Engine:
         self.builtins = _builtins(self)
         self.sites: list[tuple[Frame, cst.Call]] = []  # the calls being evaluated, outermost first
         self.observation: Observation | None = None
+        # Reader hooks: ``decide(node, test, truth, frame)`` sees each ``if`` test and returns the
+        # truth to use (SKIP: the whole statement is not run); ``on_setattr(obj, name, value,
+        # frame, node)`` sees each attribute the code sets, with the value stored.
+        self.decide: Callable | None = None
+        self.on_setattr: Callable | None = None
+        self.on_create: Callable | None = None  # a model's objects as made: (object, keyword arguments)
 
     # -- entry points --------------------------------------------------------------------
     def module(self, dotted: str) -> Module | None:
@@ -854,10 +870,113 @@ class Engine:
             self._block(self._body(node), frame)
         elif isinstance(node, cst.BaseSmallStatement):  # last: an ABC's isinstance is slow
             self._small(node, frame)
-        else:  # match, async constructs, ...: names they bind are unknown afterwards
-            for name in _bound_names(node):
-                self._set(name, unknown(f"set by a `{type(node).__name__}` statement "
-                                        f"({frame.module.path}:{self._line(frame, node)})"), frame)
+        elif type(node) is cst.Match:
+            self._match(node, frame)
+        else:  # async constructs, ...: what they may set is unknown afterwards
+            self._unmodelled(node, frame, f"a `{type(node).__name__}` statement")
+
+    def _unmodelled(self, node: cst.CSTNode, frame: Frame, what: str) -> None:
+        """A statement the engine does not run: every name, attribute, item or config key it
+        may set becomes an Unknown naming the statement (file, line, function), never left as it was."""
+        where = f"{frame.module.path}:{self._line(frame, node)}"
+        if frame.function is not None:
+            where += f", in {frame.function.name}()"
+        reason = unknown(f"set by {what} the engine does not follow ({where})")
+        for name in _bound_names(node):
+            self._set(name, reason, frame)
+        for child in _walk(node):
+            targets: list = []
+            if isinstance(child, cst.AssignTarget):
+                targets = [child.target]
+            elif isinstance(child, (cst.AugAssign, cst.AnnAssign)):
+                targets = [child.target]
+            elif isinstance(child, cst.Call):
+                self._unmodelled_call(child, frame, reason)
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    self._set(target.value, reason, frame)
+                elif isinstance(target, (cst.Attribute, cst.Subscript)):
+                    self._poison(target, frame, reason)
+
+    def _poison(self, target: cst.CSTNode, frame: Frame, reason: V) -> None:
+        try:
+            if isinstance(target, cst.Attribute):
+                self._setattr(self._eval(target.value, frame), target.attr.value, reason)
+                return
+            container = self._eval(target.value, frame)
+            index = self._index(target, frame)
+            if isinstance(container.data, Instance):
+                if index is not None and isinstance(index.data, str):
+                    self._setattr(container, index.data, reason)
+                else:
+                    self._poison_all(container, reason)
+            elif isinstance(container.data, dict):
+                if index is not None and is_const(index):
+                    self._rebind(target.value, V({**container.data, plain(index): reason}, container.lines), frame)
+                else:
+                    self._rebind(target.value, reason, frame)
+        except (Raised, _Return, _Break, _Continue):
+            pass
+
+    def _poison_all(self, obj: V, reason: V) -> None:
+        if isinstance(obj.data, Instance):
+            for name in list(obj.data.attrs):
+                self._write(obj.data, name, reason)
+
+    def _unmodelled_call(self, call: cst.Call, frame: Frame, reason: V) -> None:
+        """``x.update(...)`` / ``setattr(x, "k", ...)`` inside an unfollowed statement."""
+        try:
+            name = dotted_name(call.func) or ""
+            if name == "setattr" and len(call.args) >= 2:
+                key = self._eval(call.args[1].value, frame)
+                obj = self._eval(call.args[0].value, frame)
+                if isinstance(key.data, str):
+                    self._setattr(obj, key.data, reason)
+                else:
+                    self._poison_all(obj, reason)
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("update", "setdefault", "pop"):
+                obj = self._eval(call.func.value, frame)
+                keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+                if keywords and len(keywords) == len(call.args):
+                    for key in keywords:
+                        self._setattr(obj, key, reason)
+                elif isinstance(obj.data, Instance):
+                    self._poison_all(obj, reason)
+                elif isinstance(obj.data, dict):
+                    self._rebind(call.func.value, reason, frame)
+        except (Raised, _Return, _Break, _Continue):
+            pass
+
+    def _match(self, node: cst.Match, frame: Frame) -> None:
+        """``match`` on a constant with value, ``|``, capture and wildcard patterns; any other
+        pattern (or an undecided one) is a statement the engine does not follow."""
+        subject = self._eval(node.subject, frame)
+        for case in node.cases:
+            fired = self._pattern(case.pattern, subject, frame)
+            if fired is True and case.guard is not None:
+                fired = self._truth(self._eval(case.guard, frame))
+            if fired is None:
+                self._unmodelled(node, frame, "a `match` whose case it cannot decide")
+                return
+            if fired:
+                self._block(self._body(case), frame)
+                return
+
+    def _pattern(self, pattern: cst.CSTNode, subject: V, frame: Frame) -> bool | None:
+        if isinstance(pattern, (cst.MatchValue, cst.MatchSingleton)):
+            value = self._eval(pattern.value, frame)
+            if not (is_const(value) and is_const(subject)):
+                return None
+            return plain(value) == plain(subject)
+        if isinstance(pattern, cst.MatchOr):
+            answers = [self._pattern(p.pattern, subject, frame) for p in pattern.patterns]
+            return True if True in answers else (None if None in answers else False)
+        if isinstance(pattern, cst.MatchAs):
+            fired = True if pattern.pattern is None else self._pattern(pattern.pattern, subject, frame)
+            if fired and pattern.name is not None:
+                self._set(pattern.name.value, subject, frame)
+            return fired
+        return None
 
     def _small(self, node: cst.CSTNode, frame: Frame) -> None:
         if type(node) is cst.Expr:
@@ -961,6 +1080,10 @@ class Engine:
     def _if(self, node: cst.If, frame: Frame) -> None:
         test = self._eval(node.test, frame)
         truth = self._truth(test)
+        if self.decide is not None:
+            truth = self.decide(node, test, truth, frame)
+            if truth is SKIP:
+                return
         orelse = node.orelse
         if truth is True:
             self._block(self._body(node), frame)
@@ -1319,7 +1442,7 @@ class Engine:
                     self._assign(element.value, sym("item", "", (value, const(index))), frame)
         elif isinstance(target, cst.Attribute):  # an object's setting is (re)defined here: cite it
             obj = self._eval(target.value, frame)
-            self._setattr(obj, target.attr.value, value.with_lines(self._at(frame, target)))
+            self._setattr(obj, target.attr.value, value.with_lines(self._at(frame, target)), frame, target)
         elif isinstance(target, cst.Subscript):
             container = self._eval(target.value, frame)
             index = self._index(target, frame)
@@ -1342,8 +1465,11 @@ class Engine:
         if isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             self._assign(target, value, frame)
 
-    def _setattr(self, obj: V, name: str, value: V) -> None:
+    def _setattr(self, obj: V, name: str, value: V, frame: Frame | None = None,
+                 node: cst.CSTNode | None = None) -> None:
         data = obj.data
+        if self.on_setattr is not None and frame is not None:
+            self.on_setattr(obj, name, value, frame, node)
         if isinstance(data, Instance):
             self._write(data, name, value)
         elif isinstance(data, Class):
@@ -1808,6 +1934,10 @@ class Engine:
         return self._either(lambda: self._getattr(obj, name, frame, node))
 
     def _bind(self, found: V, receiver: V) -> V:
+        if isinstance(found.data, NativeMethod):
+            method = found.data
+            return V(Native(method.name, lambda args, kwargs, frame, node:
+                            method.call(self, receiver, args, kwargs, frame, node)))
         if isinstance(found.data, Function) and found.data.kind not in ("staticmethod",):
             if found.data.kind == "classmethod" and isinstance(receiver.data, Instance):
                 return V(Bound(V(receiver.data.cls), found.data))
@@ -2311,7 +2441,8 @@ def _builtins(engine: Engine) -> dict[str, V]:
 
     def setattr_(args, kwargs, frame, node):
         if len(args) == 3 and isinstance(args[1].data, str):
-            engine._setattr(args[0], args[1].data, args[2])
+            where = engine._at(frame, node) if frame is not None and node is not None else ()
+            engine._setattr(args[0], args[1].data, args[2].with_lines(where), frame, node)
         return const(None)
 
     def hasattr_(args, kwargs, frame, node):
