@@ -331,7 +331,11 @@ class _Run:
         failures = len(engine.failures)
         try:
             with self._observing_env_config():
-                value, frame = engine.run(function, argument) if params.env_param else engine.run(function)
+                # The function's other parameters (``impl``) are left open: what the caller passes is
+                # not known here, so a condition on them is not decided.
+                others = {p.name.value: flow.sym("param", p.name.value)
+                          for p in (*params.function.params.params[1:], *params.function.params.kwonly_params)}
+                value, frame = engine.run(function, argument, **others) if params.env_param else engine.run(function)
         finally:
             engine.decide, engine.on_setattr, engine.on_create = hooks
         for failure in engine.failures[failures:]:
@@ -376,18 +380,27 @@ class _Run:
     def _in_function(self, frame) -> bool:
         return frame.function is not None and frame.function.node is self.function_node
 
-    def _decide(self, node: cst.If, test: flow.V, truth, frame):
+    def _decide(self, node: cst.If | cst.Match, test: flow.V, truth, frame):
         if frame.module.path != self.params.path:
             return truth
         if self.env is None:
             return flow.SKIP if self._in_function(frame) else truth
+        if not isinstance(node, cst.If):  # a match: its cases are run as they come
+            return truth
         line = frame.module.source.line(node.test)
         if truth is True:
             self.result.taken.add(line)
-        elif truth is None:
-            self.result.unknown.append((line, f"`{frame.module.source.code(node.test)}` is not decided for "
-                                              f"{self.env!r} ({flow.why_not_constant(test)})"))
+        elif truth is None and self._in_function(frame):  # as documented: the branch is not taken
+            self.result.unknown.append((line, self._undecided(node.test, frame)))
+            return False
         return truth
+
+    def _undecided(self, test: cst.CSTNode, frame) -> str:
+        try:
+            self.params.condition(test, self.env)
+        except Unevaluable as reason:
+            return str(reason)
+        return f"`{frame.module.source.code(test)}` is not decided for {self.env!r}"
 
     def _on_setattr(self, obj: flow.V, name: str, value: flow.V, frame, node) -> None:
         if frame.module.path != self.params.path or node is None or not _is_config(obj):

@@ -619,8 +619,9 @@ class Engine:
         self.builtins = _builtins(self)
         self.sites: list[tuple[Frame, cst.Call]] = []  # the calls being evaluated, outermost first
         self.observation: Observation | None = None
-        # Reader hooks: ``decide(node, test, truth, frame)`` sees each ``if`` test and returns the
-        # truth to use (SKIP: the whole statement is not run); ``on_setattr(obj, name, value,
+        # Reader hooks: ``decide(node, test, truth, frame)`` sees each ``if`` test (and each
+        # ``match`` subject, truth None) and returns the truth to use (SKIP: the whole statement
+        # is not run); ``on_setattr(obj, name, value,
         # frame, node)`` sees each attribute the code sets, with the value stored.
         self.decide: Callable | None = None
         self.on_setattr: Callable | None = None
@@ -951,6 +952,8 @@ class Engine:
         """``match`` on a constant with value, ``|``, capture and wildcard patterns; any other
         pattern (or an undecided one) is a statement the engine does not follow."""
         subject = self._eval(node.subject, frame)
+        if self.decide is not None and self.decide(node, subject, None, frame) is SKIP:
+            return
         for case in node.cases:
             fired = self._pattern(case.pattern, subject, frame)
             if fired is True and case.guard is not None:
