@@ -170,6 +170,8 @@ class Class:
     namespace: dict
     module: Module | None
     node: cst.ClassDef | None = None
+    # A dataclass's fields in order: (name, default or None, default_factory or None); None: not one.
+    fields: list | None = None
 
     def mro(self) -> list["Class"]:
         """Depth-first, left to right, each class once (C3 agrees for the hierarchies read)."""
@@ -510,6 +512,7 @@ class Frame:
         self.locals: dict[str, V] = {}
         self.is_class = is_class
         self.globals_declared: set[str] = set()
+        self.nonlocals_declared: set[str] = set()
         self.pending: list[tuple[V, str]] = []  # returns taken on some paths: (value, why)
         self.class_functions: list[Function] = []  # defs of a class body, decorated or not
         self.defined: list[Function] = []  # defs a function body ran, even if the name is rebound later
@@ -750,8 +753,11 @@ class Engine:
         if module.source is None:
             return
         module.statements = list(module.source.module.body)
+        setters = {s.name.value: _declared_globals(s) for s in module.statements if isinstance(s, cst.FunctionDef)}
         for index, statement in enumerate(module.statements):
-            for name in _top_bindings(statement):
+            # A statement that binds no name (a setter called at import, `Class.attr = ...` after the
+            # class) runs when a name it changes is read.
+            for name in _top_bindings(statement) or _changed_names(statement, setters):
                 module.bindings.setdefault(name, []).append(index)
             if _has_star_import(statement):  # its names are unknown until it runs
                 self._run_top(module, index)
@@ -1021,6 +1027,8 @@ class Engine:
             self._import_from(node, frame)
         elif type(node) is cst.Global:
             frame.globals_declared |= {n.name.value for n in node.names}
+        elif type(node) is cst.Nonlocal:
+            frame.nonlocals_declared |= {n.name.value for n in node.names}
         elif type(node) is cst.Del:
             for name in _target_names(node.target):
                 frame.locals.pop(name, None)
@@ -1028,7 +1036,7 @@ class Engine:
             raise _Break()
         elif type(node) is cst.Continue:
             raise _Continue()
-        # Pass, Nonlocal: nothing to do
+        # Pass: nothing to do
 
     def _import_from(self, node: cst.ImportFrom, frame: Frame) -> None:
         base = dotted_name(node.module) if node.module is not None else ""
@@ -1364,7 +1372,8 @@ class Engine:
             else [dotted_name(handler.type)]
         short = {(n or "").rsplit(".", 1)[-1] for n in names}
         return bool(short & {error.kind, "Exception", "BaseException"}) or (
-            error.kind in ("KeyError", "IndexError") and "LookupError" in short)
+            error.kind in ("KeyError", "IndexError") and "LookupError" in short) or (
+            error.kind in ("ZeroDivisionError", "OverflowError") and "ArithmeticError" in short)
 
     def _def(self, node: cst.FunctionDef, frame: Frame) -> None:
         closure = frame.parent if frame.is_class else (frame if frame.function else None)
@@ -1386,11 +1395,74 @@ class Engine:
             return value
         if name.endswith("setter") or name.endswith("deleter"):
             return value
+        if name == "dataclass" and isinstance(value.data, Class):  # its __init__ is generated from the fields
+            value.data.fields = self._dataclass_fields(value.data, frame)
+            return value
         decorator = self._eval(expr, frame)
         if isinstance(decorator.data, (Function, Class, Partial)):
             result = self._call(decorator, [value], {}, frame, expr)
             return result
         return value  # a decorator outside the files read: taken to keep the call's meaning
+
+    def _dataclass_fields(self, cls: Class, frame: Frame) -> list:
+        fields = []
+        for statement in self._body(cls.node) if cls.node is not None else ():
+            for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                if not (isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)):
+                    continue
+                if "ClassVar" in (frame.module.source.code(small.annotation.annotation) if frame.module.source
+                                  else ""):
+                    continue
+                name = small.target.value
+                default = factory = None
+                if small.value is not None:
+                    declared = cls.namespace.get(name)
+                    is_field = isinstance(small.value, cst.Call) and \
+                        (dotted_name(small.value.func) or "").rsplit(".", 1)[-1] == "field"
+                    if is_field:
+                        for arg in small.value.args:
+                            if arg.keyword is not None and arg.keyword.value == "default":
+                                default = self._eval(arg.value, frame)
+                            elif arg.keyword is not None and arg.keyword.value == "default_factory":
+                                factory = self._eval(arg.value, frame)
+                        if default is None and factory is None:
+                            default = None
+                    else:
+                        default = declared if declared is not None else self._eval(small.value, frame)
+                fields.append((name, default, factory))
+        return fields
+
+    def _dataclass_init(self, cls: Class, value: V, args: list[V], kwargs: dict[str, V], frame, node) -> None:
+        """The ``__init__`` a dataclass generates: fields of its bases first, in order."""
+        fields: dict = {}
+        for base in reversed(cls.mro()):
+            for field_ in base.fields or ():
+                fields[field_[0]] = field_
+        where = self.where(frame.module, node) if frame is not None and node is not None else None
+        remaining = list(args)
+        if len(remaining) > len(fields):
+            raise Raised("TypeError", f"{cls.name}() takes {len(fields)} positional arguments but "
+                                      f"{len(args)} were given", where)
+        for name, default, factory in fields.values():
+            if remaining:
+                given = remaining.pop(0)
+                if name in kwargs:
+                    raise Raised("TypeError", f"{cls.name}() got multiple values for argument {name!r}", where)
+            elif name in kwargs:
+                given = kwargs[name]
+            elif factory is not None:
+                given = self._call(factory, [], {}, frame, node)
+            elif default is not None:
+                given = default
+            else:
+                raise Raised("TypeError", f"{cls.name}() missing required argument {name!r}", where)
+            self._write(value.data, name, given)
+        extra = sorted(set(kwargs) - set(fields))
+        if extra:
+            raise Raised("TypeError", f"{cls.name}() got an unexpected keyword argument {extra[0]!r}", where)
+        post = cls.lookup("__post_init__")
+        if post is not None and isinstance(post.data, Function):
+            self._invoke(post.data, [value], {}, frame, node)
 
     def _defaults(self, params: cst.Parameters, frame: Frame) -> dict[str, V]:
         out = {}
@@ -1421,6 +1493,11 @@ class Engine:
     def _set(self, name: str, value: V, frame: Frame) -> None:
         if name in frame.globals_declared:
             self._write_name(frame.module.globals, name, value)
+        elif name in frame.nonlocals_declared:  # the enclosing function's name
+            scope = frame.parent
+            while scope is not None and name not in scope.locals:
+                scope = scope.parent
+            (scope.locals if scope is not None else frame.locals)[name] = value
         else:
             frame.locals[name] = value
 
@@ -1697,7 +1774,10 @@ class Engine:
         if is_const(left) and is_const(right):
             try:
                 data = _apply(op, plain(left), plain(right))
-            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+            except (ZeroDivisionError, OverflowError) as exc:  # Python raises it too: a handler may catch it
+                raise Raised(type(exc).__name__, f"`{frame.module.source.code(node)}` raises "
+                             f"{type(exc).__name__} ({exc})", self.where(frame.module, node)) from None
+            except (TypeError, ValueError) as exc:
                 return unknown(f"`{frame.module.source.code(node)}` cannot be evaluated ({exc})")
             return const(data, left.lines | right.lines | lines)
         if isinstance(left.data, Instance):
@@ -2057,6 +2137,8 @@ class Engine:
         init = cls.lookup("__init__")
         if init is not None and isinstance(init.data, Function):
             self._invoke(init.data, [value] + args, kwargs, frame, node)
+        elif any(base.fields is not None for base in cls.mro()):
+            self._dataclass_init(cls, value, args, kwargs, frame, node)
         return value
 
     def _invoke(self, function: Function, args: list[V], kwargs: dict[str, V], caller: Frame | None,
@@ -2173,8 +2255,8 @@ class Engine:
                     return data[key], None
                 default = args[1] if len(args) > 1 else const(None)
                 return default, V({**data, key: default}, receiver.lines)
-            if name == "update" and args and isinstance(args[0].data, dict):
-                return const(None), V({**data, **args[0].data, **kwargs}, receiver.lines)
+            if name == "update" and (not args or isinstance(args[0].data, dict)) and len(args) <= 1:
+                return const(None), V({**data, **(args[0].data if args else {}), **kwargs}, receiver.lines)
         if isinstance(data, list):
             if name == "append" and args:
                 return const(None), V(list(data) + [args[0]], receiver.lines)
@@ -2691,6 +2773,46 @@ def _top_bindings(statement: cst.CSTNode) -> set[str]:
                 out |= _top_bindings(cst.SimpleStatementLine(body=[child]))
             else:
                 out |= _top_bindings(child)
+    return out
+
+
+def _declared_globals(function: cst.FunctionDef) -> set[str]:
+    """Names a function declares ``global`` (not inside nested defs)."""
+    out: set[str] = set()
+    stack = list(function.body.body) if hasattr(function.body, "body") else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.Global):
+            out |= {n.name.value for n in node.names}
+        stack.extend(child_nodes(node))
+    return out
+
+
+def _changed_names(statement: cst.CSTNode, setters: dict[str, set[str]]) -> set[str]:
+    """Module names a top-level statement that binds none may change: the object an attribute or
+    item is set on, the receiver of a method called, the globals a module function called declares."""
+    out: set[str] = set()
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return out
+    for small in statement.body:
+        targets = []
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            targets = [small.target]
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if isinstance(func, cst.Name):
+                out |= setters.get(func.value, set())
+            elif isinstance(func, cst.Attribute):
+                targets = [func.value]
+        for target in targets:
+            while isinstance(target, (cst.Attribute, cst.Subscript)):
+                target = target.value
+            if isinstance(target, cst.Name):
+                out.add(target.value)
     return out
 
 
