@@ -513,6 +513,8 @@ class Frame:
         self.is_class = is_class
         self.globals_declared: set[str] = set()
         self.nonlocals_declared: set[str] = set()
+        self.aliases: dict[str, set] = {}  # name -> the names holding the same container (`b = a`)
+        self.mutated: set[str] = set()  # names whose container a statement changed in place
         self.pending: list[tuple[V, str]] = []  # returns taken on some paths: (value, why)
         self.class_functions: list[Function] = []  # defs of a class body, decorated or not
         self.defined: list[Function] = []  # defs a function body ran, even if the name is rebound later
@@ -628,7 +630,8 @@ class Engine:
         # frame, node)`` sees each attribute the code sets, with the value stored.
         self.decide: Callable | None = None
         self.on_setattr: Callable | None = None
-        self.on_create: Callable | None = None  # a model's objects as made: (object, keyword arguments)
+        self.on_create: Callable | None = None
+        self.changed_arguments: dict | None = None  # what the call just made changed in place (_pass_back)  # a model's objects as made: (object, keyword arguments)
 
     # -- entry points --------------------------------------------------------------------
     def module(self, dotted: str) -> Module | None:
@@ -994,6 +997,16 @@ class Engine:
             value = self._eval(node.value, frame)
             for target in node.targets:
                 self._assign(target.target, value, frame)
+                if frame.aliases and type(target.target) is cst.Name:
+                    frame.aliases.pop(target.target.value, set()).discard(target.target.value)
+            if type(node.value) is cst.Name and isinstance(value.data, (dict, list)):
+                # Containers are values here: `b = a` keeps the names together, so that a change
+                # through either is seen through both.
+                group = frame.aliases.setdefault(node.value.value, {node.value.value})
+                for target in node.targets:
+                    if type(target.target) is cst.Name:
+                        group.add(target.target.value)
+                        frame.aliases[target.target.value] = group
         elif type(node) is cst.AnnAssign:
             if node.value is not None:
                 self._assign(node.target, self._eval(node.value, frame), frame)
@@ -1541,9 +1554,15 @@ class Engine:
             self._assign(target.value, value, frame)
 
     def _rebind(self, target: cst.CSTNode, value: V, frame: Frame) -> None:
-        """Containers are values here: a mutation rebinds the name or attribute holding it."""
+        """Containers are values here: a mutation rebinds the name or attribute holding it (and
+        the names that alias it)."""
         if isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             self._assign(target, value, frame)
+        if type(target) is cst.Name:
+            frame.mutated.add(target.value)
+            for other in frame.aliases.get(target.value, ()):
+                if other != target.value:
+                    self._set(other, value, frame)
 
     def _setattr(self, obj: V, name: str, value: V, frame: Frame | None = None,
                  node: cst.CSTNode | None = None) -> None:
@@ -2054,11 +2073,29 @@ class Engine:
                 self._rebind(target, updated, frame)
             return self._record(callee, args, kwargs, frame, node, result)
         self.sites.append((frame, node))
+        self.changed_arguments = None
         try:
             result = self._call(callee, args, kwargs, frame, node)
         finally:
             self.sites.pop()
+        changed, self.changed_arguments = self.changed_arguments, None
+        if changed and isinstance(callee.data, (Function, Bound)):
+            self._pass_back(callee, changed, node, frame)
         return self._record(callee, args, kwargs, frame, node, result)
+
+    def _pass_back(self, callee: V, changed: dict, node: cst.Call, frame: Frame) -> None:
+        """A dict or list the called function changed in place: the caller's name holding it
+        sees the change (``tweak(cfg)`` where tweak sets ``cfg["k"]``)."""
+        shift = 1 if isinstance(callee.data, Bound) else 0
+        positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if any(arg.star for arg in node.args):
+            return
+        for index, arg in enumerate(positional):
+            if index + shift in changed:
+                self._rebind(arg.value, changed[index + shift], frame)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in changed:
+                self._rebind(arg.value, changed[arg.keyword.value], frame)
 
     def _unfollowed(self, callee: V, frame: Frame, node: cst.Call, arg: cst.Arg) -> V:
         """A call whose ``*``/``**`` argument is not a known sequence or dict: not made (what
@@ -2179,6 +2216,25 @@ class Engine:
         finally:
             self.depth -= 1
             self.stack.pop()
+            self.changed_arguments = self._changed_parameters(function, frame, len(args)) if frame.mutated else None
+
+    def _changed_parameters(self, function: Function, frame: Frame, given: int) -> dict | None:
+        """Parameters whose container the function changed in place: position (for those passed
+        by position) and name -> the container after the call."""
+        if isinstance(function.node, cst.Lambda):
+            return None
+        params = function.node.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        out: dict = {}
+        for name in frame.mutated:
+            value = frame.locals.get(name)
+            if value is None or not isinstance(value.data, (dict, list)):
+                continue
+            if name in names and names.index(name) < given:
+                out[names.index(name)] = value
+            elif name in names or name in {p.name.value for p in params.kwonly_params}:
+                out[name] = value
+        return out or None
 
     def _bind_arguments(self, function: Function, args: list[V], kwargs: dict[str, V], frame: Frame,
                         where: Provenance | None) -> None:

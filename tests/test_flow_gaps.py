@@ -123,3 +123,51 @@ def test_the_engine_gives_what_python_computes(name, expected):
     value = call(name)
     assert flow.is_const(value), flow.why_not_constant(value)
     assert plain(value) == expected
+
+
+ALIASES = '''
+def tweak(d, key, value):
+  d[key] = value
+
+
+class Holder:
+  def grow(self, items):
+    items.append(3)
+
+
+def through_alias():
+  d = {"lr": 0.1}
+  e = d
+  e["lr"] = 0.2
+  return d["lr"]
+
+
+def in_helper():
+  d = {"lr": 0.1}
+  tweak(d, "lr", 0.4)
+  return d["lr"]
+
+
+def in_method():
+  items = [1, 2]
+  Holder().grow(items)
+  return len(items)
+
+
+def rebound_alias_is_separate():
+  d = {"lr": 0.1}
+  e = d
+  e = {"lr": 0.9}
+  e["lr"] = 0.5
+  return d["lr"]
+'''
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("through_alias", 0.2), ("in_helper", 0.4), ("in_method", 3), ("rebound_alias_is_separate", 0.1)])
+def test_a_container_changed_through_another_name_is_seen(name, expected):
+    snapshot = MemorySnapshot({"pkg/__init__.py": "", "pkg/prog.py": ALIASES})
+    engine = Engine(Loader(snapshot, ("pkg",)))
+    value = engine.call(engine.lookup(engine.module("pkg.prog"), name))
+    assert flow.is_const(value), flow.why_not_constant(value)
+    assert plain(value) == expected
