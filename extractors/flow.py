@@ -2582,8 +2582,7 @@ def _builtins(engine: Engine) -> dict[str, V]:
 
     def setattr_(args, kwargs, frame, node):
         if len(args) == 3 and isinstance(args[1].data, str):
-            where = engine._at(frame, node) if frame is not None and node is not None else ()
-            engine._setattr(args[0], args[1].data, args[2].with_lines(where), frame, node)
+            engine._setattr(args[0], args[1].data, args[2], frame, node)
         return const(None)
 
     def hasattr_(args, kwargs, frame, node):
