@@ -1,15 +1,15 @@
-"""MuJoCo Playground's tuned Brax PPO configs, evaluated statically for a family or an env.
+"""MuJoCo Playground's tuned Brax PPO configs, run by the data-flow engine for a family or an env.
 
-``mujoco_playground/config/<family>_params.py`` defines ``brax_ppo_config(env_name)``:
-a ``config_dict.create(...)`` of ``train()`` keyword arguments (``network_factory=
-config_dict.create(...)`` holds ``make_ppo_networks()`` arguments), then ``if/elif``
-branches on ``env_name`` that assign ``rl_config.x = ...`` or
-``rl_config.network_factory.y = ...`` or replace ``rl_config.network_factory``.
-
-:class:`ParamsFunction` walks that function for one env name (or none: the family's
-base config) and returns the layered settings with the lines they come from. The
-registered environments are read from the family registry's ``_envs = {...}`` dict
-(and ``register_environment("Name", ...)`` calls), never by importing it.
+``mujoco_playground/config/<family>_params.py`` defines ``brax_ppo_config(env_name)``: it builds a
+``ConfigDict`` of ``train()`` keyword arguments (``network_factory`` holds ``make_ppo_networks()``
+arguments) and changes it per environment. :class:`ParamsFunction` runs that function in
+:mod:`.flow` with ``env_name`` bound to one env (or with every branch of the function left out:
+the family's base config), the ``ConfigDict`` modelled by :mod:`.playground_env`, and reads the
+config it returns, with the lines that set each key. A statement the engine does not follow makes
+the keys it may set unknown, naming the file and function. The registered environments are read
+from the family registry's ``_envs = {...}`` dict (and ``register_environment("Name", ...)``
+calls), never by importing it. Branch conditions are recorded per env: a branch that fires for no
+registered env is reported as dead.
 """
 
 from __future__ import annotations

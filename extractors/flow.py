@@ -1045,6 +1045,11 @@ class Engine:
         elif type(node) is cst.Del:
             for name in _target_names(node.target):
                 frame.locals.pop(name, None)
+            targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+            for target in targets:
+                target = getattr(target, "value", target) if isinstance(target, cst.Element) else target
+                if isinstance(target, (cst.Attribute, cst.Subscript)):
+                    self._delete(target, frame)
         elif type(node) is cst.Break:
             raise _Break()
         elif type(node) is cst.Continue:
@@ -1552,6 +1557,31 @@ class Engine:
                 self._call_method(container, "__setitem__", [index or unknown("index"), value], frame, target)
         elif isinstance(target, cst.StarredElement):
             self._assign(target.value, value, frame)
+
+    def _delete(self, target: cst.CSTNode, frame: Frame) -> None:
+        """``del obj.attr`` / ``del d[key]``: the attribute or key is gone (an object's key a
+        config no longer passes); one the engine cannot place makes the container unknown."""
+        container = self._eval(target.value, frame)
+        key: Any = target.attr.value if isinstance(target, cst.Attribute) else None
+        if isinstance(target, cst.Subscript):
+            index = self._index(target, frame)
+            key = plain(index) if index is not None and is_const(index) else None
+        if isinstance(container.data, Instance) and isinstance(key, str) and key in container.data.attrs:
+            self._write(container.data, key, UNBOUND_V)  # journaled like any write, then removed
+            del container.data.attrs[key]
+        elif isinstance(container.data, dict) and key is not None and key in container.data:
+            self._rebind(target.value, V({k: v for k, v in container.data.items() if k != key}, container.lines),
+                         frame)
+        elif isinstance(container.data, (dict, Instance)):
+            self._unmodelled_delete(target, container, frame)
+
+    def _unmodelled_delete(self, target: cst.CSTNode, container: V, frame: Frame) -> None:
+        reason = unknown(f"`del {self._code(frame, target)}` of a key the engine cannot place "
+                         f"({frame.module.path}:{self._line(frame, target)})")
+        if isinstance(container.data, Instance):
+            self._poison_all(container, reason)
+        else:
+            self._rebind(target.value, reason, frame)
 
     def _rebind(self, target: cst.CSTNode, value: V, frame: Frame) -> None:
         """Containers are values here: a mutation rebinds the name or attribute holding it (and

@@ -84,11 +84,14 @@ def repos(tmp_path_factory):
     commits = [{**fx.PLAYGROUND, fx.LOCO_PARAMS: TEMPLATE.format(prelude=prelude, base=base, body=body)}
                for prelude, base, body, _ in CASES.values()]
     commits.append({**fx.PLAYGROUND, fx.LOCO_PARAMS: TEMPLATE.format(
+        prelude="", base=BASE, body='  if env_name == "Go1Getup":\n    del rl_config.discounting\n'
+                                    '    del rl_config["num_envs"]\n')})
+    commits.append({**fx.PLAYGROUND, fx.LOCO_PARAMS: TEMPLATE.format(
         prelude="", base=BASE, body='  match env_name:\n    case str(name) if name.endswith("Getup"):\n'
                                     '      rl_config.discounting = 0.95\n')})
     playground = make_repo(root / "playground", commits)
     return {"brax": root / "brax", "playground": root / "playground", "brax_shas": brax,
-            "playground_shas": dict(zip([*CASES, "unmodelled"], playground))}
+            "playground_shas": dict(zip([*CASES, "deleted", "unmodelled"], playground))}
 
 
 def params(repos, case: str) -> ParamsFunction:
@@ -112,6 +115,12 @@ def test_a_changed_value_cites_the_line_that_changes_it(repos):
     setting = params(repos, "update_kwargs").evaluate("Go1Getup").train["discounting"]
     assert fx.line_of(text, "rl_config.update(discounting=0.95)") in {p.line for p in setting.provenance}
     assert "(override)" in setting.origin
+
+
+def test_a_deleted_key_is_no_longer_passed(repos):
+    config = params(repos, "deleted").evaluate("Go1Getup")
+    assert "discounting" not in config.train and "num_envs" not in config.train
+    assert "discounting" in params(repos, "deleted").evaluate("SpotGetup").train
 
 
 def test_a_nested_config_item_is_set(repos):
