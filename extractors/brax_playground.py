@@ -288,16 +288,6 @@ def _strings(node: cst.CSTNode) -> list[str]:
             and isinstance(c.evaluated_value, str)]
 
 
-def _is_create(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] in (
-        "create", "ConfigDict", "dict")
-
-
-def _attribute_path(node: cst.CSTNode) -> list[str] | None:
-    name = dotted_name(node)
-    return name.split(".") if name else None
-
-
 def family_error(family: str) -> BraxDiffError:
     return BraxDiffError(f"unknown Playground family {family!r} (known: {', '.join(FAMILY_PATHS)})")
 
@@ -433,13 +423,14 @@ class _Run:
         self.settings[id(value)] = (value, Setting(None, provenance, origin))
 
     def _setting(self, value: flow.V) -> Setting:
+        """The Setting of a config field's final value: as recorded where it was set (the
+        environment's own field as such), else its value with the lines that made it."""
         found = self.settings.get(id(value))
-        if found is not None and found[0] is value and found[1].value is not None or (
-                found is not None and found[0] is value and found[1].written is not None):
-            return found[1]
-        provenance = found[1].provenance if found is not None and found[0] is value else \
-            tuple(sorted(flow.all_lines(value), key=_order))
-        origin = found[1].origin if found is not None and found[0] is value else self.origin
+        recorded = found[1] if found is not None and found[0] is value else None
+        if recorded is not None and (recorded.value is not None or recorded.written is not None):
+            return recorded  # the environment's own field, or why it is unknown
+        provenance = recorded.provenance if recorded is not None else tuple(sorted(flow.all_lines(value), key=_order))
+        origin = recorded.origin if recorded is not None else self.origin
         if flow.is_const(value):
             return Setting(flow.plain(value), provenance, origin)
         return Setting(Code(_why(value)), provenance, origin)
