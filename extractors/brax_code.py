@@ -262,6 +262,27 @@ class _Derivation:
         self.add(key, convert(found.value), found.provenance + tuple(extra), note=note)
         return found
 
+    def received_or_setting(self, key: str, record: "flow.CallRecord | None", name: str, index: int, scope: Scope,
+                            setting: str, path: str, what: str, *, extra=()) -> None:
+        """``key`` from what the call that acts receives (``optax.adam(learning_rate=...)``); the
+        scope's setting when the call receives exactly it (or no call that acts is found)."""
+        received = self.run_.argument(record, name, index) if record is not None else None
+        if received is None:
+            self.from_setting(key, scope, setting, path, extra=extra)
+            return
+        found = scope.get(setting)
+        if not flow.is_const(received):
+            raise PatternNotFound((key,), path, f"the {name} {what} receives is not known: "
+                                                f"{flow.why_not_constant(received)}")
+        value = flow.plain(received)
+        lines = flow.all_lines(received)
+        if found is not None and not isinstance(found.value, Code) and _same_value(found.value, value) and \
+                lines <= set(found.provenance) | set(extra):
+            self.from_setting(key, scope, setting, path, extra=extra)  # the setting, passed on unchanged
+            return
+        where = tuple(sorted(lines, key=lambda p: (p.path, p.line))) + (self.run_.at(record),)
+        self.add(key, value, where, note=f"the value {what} receives ({setting} transformed on the way)")
+
     def value_in(self, expr: cst.CSTNode, fn: cst.FunctionDef | None, keys: tuple[str, ...], path: str,
                  what: str) -> tuple[Any, tuple[Provenance, ...]]:
         """An expression of train() (or of a function nested in it) evaluated where it runs."""
@@ -562,7 +583,13 @@ class _Derivation:
             raise PatternNotFound(("value_loss_coef",), LOSSES, f"cannot evaluate the constant factors of v_loss "
                                                                f"`{flow.describe(v_loss)}`: {parts.why}")
         shown = "; then ".join(statements) if statements else flow.describe(v_loss)
-        self.add("value_loss_coef", parts.coefficient, where, note=f"product of the constants in `{shown}`")
+        coefficient, note = parts.coefficient, f"product of the constants in `{shown}`"
+        weight = _weight_in(self.run_.loss_result, v_loss) if self.run_.loss_result is not None else None
+        if weight is not None and weight[0] != 1:
+            coefficient = coefficient * weight[0]
+            where = tuple(sorted(set(where) | weight[1], key=lambda p: (p.path, p.line)))
+            note += f"; the loss adds it weighted by {weight[0]:g}"
+        self.add("value_loss_coef", coefficient, where, note=note)
         clip = loss.get("clipping_epsilon_value")
         if clip is not None and form != "distributional":
             self.add("value_clipping", clip.value if not isinstance(clip.value, Code) else None, clip.provenance)
@@ -577,8 +604,12 @@ class _Derivation:
     # -- advantages -------------------------------------------------------------------
     def _advantages(self) -> None:
         loss = self.loss_scope()
-        self.from_setting("gae_lambda", loss, "gae_lambda", LOSSES)
-        self.from_setting("discount", loss, "discounting", LOSSES)
+        _, calls = self.loss_run(("gae_lambda", "discount"))
+        gae = [c for c in calls if c.name == "compute_gae"]
+        self.received_or_setting("gae_lambda", gae[-1] if gae else None, "lambda_", 5, loss, "gae_lambda", LOSSES,
+                                 "compute_gae")
+        self.received_or_setting("discount", gae[-1] if gae else None, "discount", 6, loss, "discounting", LOSSES,
+                                 "compute_gae")
         loss_fn = self.code.function(LOSSES, "compute_ppo_loss", ("advantage_normalization",))
         normalized = [call for call in calls_named(loss_fn, "mean")
                       if dotted_name(call.func) == "advantages.mean"]
@@ -697,8 +728,9 @@ class _Derivation:
     def _optimizer(self) -> None:
         train_fn = self.code.function(TRAIN, "train", ("adam_eps",))
         adams = calls_named(train_fn, "adam")
-        self.from_setting("learning_rate", self.train, "learning_rate", TRAIN,
-                          extra=[self.code.at(TRAIN, n) for n in adams[:1]])
+        self.received_or_setting("learning_rate", self.run_.optimizer_call("adam"), "learning_rate", 0,
+                                 self.train, "learning_rate", TRAIN, "optax.adam",
+                                 extra=[self.code.at(TRAIN, n) for n in adams[:1]])
         if not adams:
             raise PatternNotFound(("adam_eps", "lr_schedule"), TRAIN, "optax.adam(...) not found in train()")
         eps = call_kwargs(adams[0]).get("eps")
@@ -728,8 +760,9 @@ class _Derivation:
         if "max_grad_norm" not in self.train and not clips:  # older Brax: plain Adam, nothing clips
             self.add("max_grad_norm", None, (self.code.at(TRAIN, adams[0]),), note="no gradient clipping in train()")
             return
-        self.from_setting("max_grad_norm", self.train, "max_grad_norm", TRAIN,
-                          extra=[self.code.at(TRAIN, n) for n in clips[:1]])
+        self.received_or_setting("max_grad_norm", self.run_.optimizer_call("clip_by_global_norm"), "max_norm", 0,
+                                 self.train, "max_grad_norm", TRAIN, "optax.clip_by_global_norm",
+                                 extra=[self.code.at(TRAIN, n) for n in clips[:1]])
 
     def _grad_clip_scope(self) -> None:
         """optax.clip_by_global_norm in the optimizer train() initializes over one params tree
@@ -951,7 +984,9 @@ class _Derivation:
                                                     f"{flow.why_not_constant(low if not flow.is_const(low) else high)}")
         if not found:
             raise PatternNotFound(keys, LOSSES, "no clip of the ratio to [1 - eps, 1 + eps] in compute_ppo_loss()")
-        record, eps, low, high = found[0]
+        total = self.run_.loss_result
+        acting = [f for f in found if total is not None and flow.mentions(total, lambda v, r=f[0]: v is r.result)]
+        record, eps, low, high = (acting or found)[0]
         eps = float(f"{eps:.12g}")
         where = tuple(sorted(flow.all_lines(low) | flow.all_lines(high))) + (self.run_.at(record),)
         bound = self.loss_scope().get("clipping_epsilon")
@@ -961,6 +996,44 @@ class _Derivation:
         self.add("clip_epsilon", eps, where, note=note)
         self.add("clip_epsilon_schedule", "constant", where, note="constant bounds in compute_ppo_loss")
         self.add("clip_epsilon_final", eps, where, note="constant: the same clip range to the end")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _weight_in(total: flow.V, term: flow.V, depth: int = 0) -> tuple[float, frozenset] | None:
+    """The constant factor ``total`` (a sum, or a tuple whose first item is one) applies to
+    ``term``, with the lines of those factors; None when term is not a weighted term of it."""
+    if total is term:
+        return 1.0, frozenset()
+    data = total.data
+    if depth > 32:
+        return None
+    if isinstance(data, tuple) and data:
+        return _weight_in(data[0], term, depth + 1)
+    if not isinstance(data, flow.Sym):
+        return None
+    if data.op in ("add", "sub") and len(data.args) == 2:
+        for position, arg in enumerate(data.args):
+            found = _weight_in(arg, term, depth + 1)
+            if found is not None:
+                sign = -1.0 if data.op == "sub" and position == 1 else 1.0
+                return sign * found[0], found[1] | (total.lines if sign < 0 else frozenset())
+    if data.op in ("mul", "div") and len(data.args) == 2:
+        sides = ((data.args[0], data.args[1]), (data.args[1], data.args[0])) if data.op == "mul" else \
+            ((data.args[1], data.args[0]),)
+        for factor, other in sides:
+            if isinstance(factor.data, (int, float)) and not isinstance(factor.data, bool) and factor.data != 0:
+                found = _weight_in(other, term, depth + 1)
+                if found is not None:
+                    scale = factor.data if data.op == "mul" else 1.0 / factor.data
+                    return scale * found[0], found[1] | total.lines | factor.lines
+    if data.op == "neg" and data.args:
+        found = _weight_in(data.args[0], term, depth + 1)
+        if found is not None:
+            return -found[0], found[1] | total.lines
+    return None
 
 
 # -- small structural queries ---------------------------------------------------------

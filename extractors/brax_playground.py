@@ -1,20 +1,21 @@
-"""MuJoCo Playground's tuned Brax PPO configs, evaluated statically for a family or an env.
+"""MuJoCo Playground's tuned Brax PPO configs, run by the data-flow engine for a family or an env.
 
-``mujoco_playground/config/<family>_params.py`` defines ``brax_ppo_config(env_name)``:
-a ``config_dict.create(...)`` of ``train()`` keyword arguments (``network_factory=
-config_dict.create(...)`` holds ``make_ppo_networks()`` arguments), then ``if/elif``
-branches on ``env_name`` that assign ``rl_config.x = ...`` or
-``rl_config.network_factory.y = ...`` or replace ``rl_config.network_factory``.
-
-:class:`ParamsFunction` walks that function for one env name (or none: the family's
-base config) and returns the layered settings with the lines they come from. The
-registered environments are read from the family registry's ``_envs = {...}`` dict
-(and ``register_environment("Name", ...)`` calls), never by importing it.
+``mujoco_playground/config/<family>_params.py`` defines ``brax_ppo_config(env_name)``: it builds a
+``ConfigDict`` of ``train()`` keyword arguments (``network_factory`` holds ``make_ppo_networks()``
+arguments) and changes it per environment. :class:`ParamsFunction` runs that function in
+:mod:`.flow` with ``env_name`` bound to one env (or with every branch of the function left out:
+the family's base config), the ``ConfigDict`` modelled by :mod:`.playground_env`, and reads the
+config it returns, with the lines that set each key. A statement the engine does not follow makes
+the keys it may set unknown, naming the file and function. The registered environments are read
+from the family registry's ``_envs = {...}`` dict (and ``register_environment("Name", ...)``
+calls), never by importing it. Branch conditions are recorded per env: a branch that fires for no
+registered env is reported as dead.
 """
 
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +25,10 @@ from brax_diff.errors import BraxDiffError
 from brax_diff.facts import Finding, Provenance
 from brax_diff.sources import Snapshot
 
-from .brax_scope import IndexedModule, Scope, Setting, descendants, first_positional
-from .playground_env import REGISTRY_FUNCTION, EnvConfigs
-from .pyast import Code, NotLiteral, call_kwargs, dotted_name, literal, parse_module
+from .brax_scope import Scope, Setting, descendants, first_positional
+from .playground_env import CONFIG_DICT, FAMILY_REGISTRIES, MODEL, REGISTRY_FUNCTION, ROOTS, EnvConfigs
+from . import flow
+from .pyast import Code, NotLiteral, dotted_name, literal, parse_file, parse_module
 
 # Playground family -> (params file, registry package) inside the Playground repository.
 FAMILY_PATHS = {
@@ -97,10 +99,12 @@ class ParamsFunction:
         self.family = family
         self.path = FAMILY_PATHS[family][0]
         try:
-            self.module = IndexedModule(snapshot.read(self.path), self.path)
+            self.module = parse_file(snapshot, self.path)
         except SyntaxError as exc:
             raise BraxDiffError(f"playground: {exc} at {snapshot.ref} ({snapshot.sha[:12]})") from None
         self._dead: list[Finding] | None = None
+        self._configs: dict[str | None, Config] = {}
+        self._engine = None
         self.function = self.module.function(PARAMS_FUNCTION)
         self.env_param = None
         if self.function is not None and self.function.params.params:
@@ -109,88 +113,20 @@ class ParamsFunction:
     def at(self, node: cst.CSTNode) -> Provenance:
         return self.snapshot.where(self.path, self.module.line(node))
 
-    # -- walking ------------------------------------------------------------------------
+    # -- running ----------------------------------------------------------------------
     def evaluate(self, env: str | None) -> Config:
-        """The config for ``env`` (None: the base config, no env branch evaluated)."""
-        config = Config()
-        if self.function is not None:
-            origin = f"{self.family} config" if env is None else f"{self.family} config for {env}"
-            self._block(self.function.body.body, env, config, origin, state={"var": None, "env_config": None, "env": env})
-        return config
+        """The config for ``env`` (None: the base config, no env branch evaluated).
 
-    def _block(self, statements, env: str | None, config: Config, origin: str, state: dict) -> bool:
-        """Run statements; False once a return/raise ends the function."""
-        for statement in statements:
-            if isinstance(statement, cst.If):
-                if env is None:
-                    continue  # the family's base config: no env branch
-                if not self._branch(statement, env, config, origin, state):
-                    return False
-                continue
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Return):
-                        return False
-                    if isinstance(small, cst.Raise):
-                        config.rejected = self.at(small)
-                        return False
-                    if isinstance(small, cst.Assign):
-                        self._assign(small, config, origin, state)
-        return True
-
-    def _branch(self, node: cst.If, env: str, config: Config, origin: str, state: dict) -> bool:
-        """Evaluate an if/elif/else chain; False when the taken block ended the function."""
-        try:
-            fired = self.condition(node.test, env)
-        except Unevaluable as reason:
-            config.unknown.append((self.module.line(node.test), str(reason)))
-            fired = False
-        if fired:
-            config.taken.add(self.module.line(node.test))
-            return self._block(node.body.body, env, config, origin + " (override)", state)
-        if isinstance(node.orelse, cst.If):
-            return self._branch(node.orelse, env, config, origin, state)
-        if isinstance(node.orelse, cst.Else):
-            return self._block(node.orelse.body.body, env, config, origin + " (override)", state)
-        return True
-
-    def _assign(self, node: cst.Assign, config: Config, origin: str, state: dict) -> None:
-        value = node.value
-        for target in (t.target for t in node.targets):
-            path = _attribute_path(target)
-            if isinstance(target, cst.Name) and self._is_env_config(value):
-                state["env_config"] = target.value  # env_config = <family>.get_default_config(env_name)
-                continue
-            if isinstance(target, cst.Name) and _is_create(value) and state["var"] is None:
-                state["var"] = target.value  # rl_config = config_dict.create(...)
-                self._create(value, config, origin, state)
-                continue
-            if path is None or state["var"] is None or path[0] != state["var"]:
-                continue
-            if len(path) == 2 and path[1] == NETWORK_FACTORY:  # rl_config.network_factory = create(...)
-                config.network = self._kwargs(value, origin, state) if _is_create(value) else {}
-            elif len(path) == 2:
-                config.train[path[1]] = self._setting(value, node, origin, state)
-            elif len(path) == 3 and path[1] == NETWORK_FACTORY:
-                if config.network is None:
-                    config.network = {}
-                config.network[path[2]] = self._setting(value, node, origin, state)
-
-    def _create(self, call: cst.Call, config: Config, origin: str, state: dict) -> None:
-        for name, arg in call_kwargs(call).items():
-            if name == NETWORK_FACTORY:
-                config.network = self._kwargs(arg.value, origin, state) if _is_create(arg.value) else {}
-            else:
-                config.train[name] = self._setting(arg.value, arg, origin, state)
-
-    def _kwargs(self, call: cst.CSTNode, origin: str, state: dict) -> Scope:
-        return {name: self._setting(arg.value, arg, origin, state) for name, arg in call_kwargs(call).items()}
-
-    def _setting(self, value: cst.CSTNode, where: cst.CSTNode, origin: str, state: dict) -> Setting:
-        field = self._env_config_field(value, state)
-        if field is not None:
-            return field(self.at(where), origin)
-        return Setting(self.module.literal_or_code(value), (self.at(where),), origin)
+        The function runs in the data-flow engine (:mod:`.flow`) with a model of ``ConfigDict``
+        (:mod:`.playground_env`), ``env_name`` bound to ``env``: whatever statements build the
+        config (``create(**base)``, items, ``update``, ``unlocked()``, copies, helpers, loops,
+        ``match``), the config is what the function returns. For the base config every ``if`` of
+        the function is left out (no environment's branch)."""
+        if self.function is None:
+            return Config()
+        if env not in self._configs:
+            self._configs[env] = _Run(self, env).config()
+        return self._configs[env]
 
     # -- the environment's own config --------------------------------------------------
     def _is_env_config(self, value: cst.CSTNode) -> bool:
@@ -198,12 +134,23 @@ class ParamsFunction:
         return (isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] == REGISTRY_FUNCTION
                 and len(value.args) == 1 and self._is_env(value.args[0].value))
 
+    def engine(self) -> flow.Engine:
+        """The engine the environments' configs run in (one per Playground commit), else one of
+        this function's own; either evaluates the nodes of :attr:`module`."""
+        if self._engine is None:
+            if self.env_configs is not None:
+                self._engine = self.env_configs.engine
+                self._engine.loader.modules.setdefault(self.path, self.module)
+            else:
+                self._engine = flow.Engine(flow.Loader(self.snapshot, ROOTS, {self.path: self.module}), assume=MODEL)
+        return self._engine
+
     def _env_config_field(self, value: cst.CSTNode, state: dict):
         """For ``env_config.<field>``, a maker of the Setting the environment's config gives it:
         its value and lines for an env scope; for the family's base config (no env) or a
         field the engine cannot read, ``Code`` saying why (an explained unknown downstream)."""
         if not (isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name)
-                and state.get("env_config") is not None and value.value.value == state["env_config"]):
+                and value.value.value in state.get("env_config", ())):
             return None
         name, env = value.attr.value, state.get("env")
         if env is None:
@@ -341,15 +288,214 @@ def _strings(node: cst.CSTNode) -> list[str]:
             and isinstance(c.evaluated_value, str)]
 
 
-def _is_create(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] in (
-        "create", "ConfigDict", "dict")
-
-
-def _attribute_path(node: cst.CSTNode) -> list[str] | None:
-    name = dotted_name(node)
-    return name.split(".") if name else None
-
-
 def family_error(family: str) -> BraxDiffError:
     return BraxDiffError(f"unknown Playground family {family!r} (known: {', '.join(FAMILY_PATHS)})")
+
+
+class _Run:
+    """One engine run of ``brax_ppo_config`` for one env (None: the base config)."""
+
+    def __init__(self, params: ParamsFunction, env: str | None) -> None:
+        self.params = params
+        self.env = env
+        self.engine = params.engine()
+        self.origin = f"{params.family} config" if env is None else f"{params.family} config for {env}"
+        self.settings: dict[int, tuple[flow.V, Setting]] = {}  # id(value) -> (value, its Setting)
+        self.result = Config()
+        self.function_node = params.function
+        self.values = _assigned_values(params.function)  # id(target) -> the expression assigned
+        self.branch_lines = _branch_lines(params.module, params.function)
+        self.state = {"env_config": _env_config_names(params, params.function), "env": env}
+
+    def config(self) -> Config:
+        engine, params = self.engine, self.params
+        module = engine.module_at(params.path)
+        function = engine.lookup(module, PARAMS_FUNCTION) if module is not None else None
+        if function is None or not isinstance(function.data, flow.Function):
+            self.result.unknown.append((params.module.line(params.function),
+                                        f"{PARAMS_FUNCTION}() is not a function the engine can run"))
+            return self.result
+        argument = flow.const(self.env) if self.env is not None else flow.sym("param", params.env_param or "env_name")
+        hooks = (engine.decide, engine.on_setattr, engine.on_create)
+        engine.decide, engine.on_setattr, engine.on_create = self._decide, self._on_setattr, self._on_create
+        failures = len(engine.failures)
+        try:
+            with self._observing_env_config():
+                # The function's other parameters (``impl``) are left open: what the caller passes is
+                # not known here, so a condition on them is not decided.
+                others = {p.name.value: flow.sym("param", p.name.value)
+                          for p in (*params.function.params.params[1:], *params.function.params.kwonly_params)}
+                value, frame = engine.run(function, argument, **others) if params.env_param else engine.run(function)
+        finally:
+            engine.decide, engine.on_setattr, engine.on_create = hooks
+        for failure in engine.failures[failures:]:
+            where = failure.error.where
+            if failure.definite and where is not None and where.path == params.path and failure.error.kind not in (
+                    "TypeError",) and self.result.rejected is None:
+                self.result.rejected = where
+        config = value if _is_config(value) else self._fallback(frame)
+        if config is None:
+            self.result.unknown.append((params.module.line(params.function),
+                                        f"{PARAMS_FUNCTION}({self.env!r}) gives no ConfigDict the engine follows: "
+                                        f"{flow.why_not_constant(value) if not flow.is_const(value) else value.data}"))
+            return self.result
+        for name, field_value in config.data.attrs.items():
+            if name == NETWORK_FACTORY:
+                self.result.network = ({n: self._setting(v) for n, v in field_value.data.attrs.items()}
+                                       if _is_config(field_value) else {})
+            else:
+                self.result.train[name] = self._setting(field_value)
+        return self.result
+
+    def _fallback(self, frame) -> flow.V | None:
+        """After a raise: the config the function was building (its first ConfigDict local)."""
+        for value in (frame.locals.values() if frame is not None else ()):
+            if _is_config(value):
+                return value
+        return None
+
+    @contextmanager
+    def _observing_env_config(self):
+        """``<registry>.get_default_config(env_name)`` is answered symbolically: the fields the
+        config reads from it are the environment's own (:class:`EnvConfigs`), read per environment."""
+        registry = self.engine.module(FAMILY_REGISTRIES[self.params.family])
+        found = self.engine.lookup(registry, REGISTRY_FUNCTION) if registry is not None else None
+        if found is None or not isinstance(found.data, flow.Function):
+            yield
+            return
+        with self.engine.observing(found.data):
+            yield
+
+    # -- hooks ------------------------------------------------------------------------------
+    def _in_function(self, frame) -> bool:
+        return frame.function is not None and frame.function.node is self.function_node
+
+    def _decide(self, node: cst.If | cst.Match, test: flow.V, truth, frame):
+        if frame.module.path != self.params.path:
+            return truth
+        if self.env is None:
+            return flow.SKIP if self._in_function(frame) else truth
+        if not isinstance(node, cst.If):  # a match: its cases are run as they come
+            return truth
+        line = frame.module.source.line(node.test)
+        if truth is True:
+            self.result.taken.add(line)
+        elif truth is None and self._in_function(frame):  # as documented: the branch is not taken
+            self.result.unknown.append((line, self._undecided(node.test, frame)))
+            return False
+        return truth
+
+    def _undecided(self, test: cst.CSTNode, frame) -> str:
+        try:
+            self.params.condition(test, self.env)
+        except Unevaluable as reason:
+            return str(reason)
+        return f"`{frame.module.source.code(test)}` is not decided for {self.env!r}"
+
+    def _on_setattr(self, obj: flow.V, name: str, value: flow.V, frame, node) -> None:
+        if frame.module.path != self.params.path or node is None or not _is_config(obj):
+            return
+        expression = self.values.get(id(node))
+        self._record(value, node, expression, frame)
+
+    def _on_create(self, made: flow.V, kwargs: dict) -> None:
+        if not self.engine.sites:
+            return
+        frame, call = self.engine.sites[-1]
+        if frame.module.path != self.params.path:
+            return
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in kwargs:
+                self._record(kwargs[arg.keyword.value], arg, arg.value, frame)
+
+    def _record(self, value: flow.V, where: cst.CSTNode, expression: cst.CSTNode | None, frame) -> None:
+        at = self.engine.where(frame.module, where)
+        line = frame.module.source.line(where)
+        origin = self.origin + (" (override)" if any(a <= line <= b for a, b in self.branch_lines) else "")
+        field = self.params._env_config_field(expression, self.state) if expression is not None else None
+        if field is not None:
+            self.settings[id(value)] = (value, field(at, origin))
+            return
+        if expression is not None and _is_literal(expression):
+            provenance = (at,)
+        else:
+            provenance = (at,) + tuple(p for p in sorted(flow.all_lines(value), key=_order) if p != at)
+        self.settings[id(value)] = (value, Setting(None, provenance, origin))
+
+    def _setting(self, value: flow.V) -> Setting:
+        """The Setting of a config field's final value: as recorded where it was set (the
+        environment's own field as such), else its value with the lines that made it."""
+        found = self.settings.get(id(value))
+        recorded = found[1] if found is not None and found[0] is value else None
+        if recorded is not None and (recorded.value is not None or recorded.written is not None):
+            return recorded  # the environment's own field, or why it is unknown
+        provenance = recorded.provenance if recorded is not None else tuple(sorted(flow.all_lines(value), key=_order))
+        origin = recorded.origin if recorded is not None else self.origin
+        if flow.is_const(value):
+            return Setting(flow.plain(value), provenance, origin)
+        return Setting(Code(_why(value)), provenance, origin)
+
+
+def _why(value: flow.V) -> str:
+    if isinstance(value.data, flow.Sym):
+        return flow.describe(value)
+    return flow.why_not_constant(value)
+
+
+def _order(provenance: Provenance):
+    return (provenance.path, provenance.line)
+
+
+def _is_config(value: flow.V | None) -> bool:
+    return value is not None and isinstance(value.data, flow.Instance) and value.data.cls is CONFIG_DICT
+
+
+def _is_literal(node: cst.CSTNode) -> bool:
+    try:
+        literal(node)
+    except NotLiteral:
+        return False
+    return True
+
+
+def _assigned_values(function: cst.FunctionDef) -> dict[int, cst.CSTNode]:
+    """id(attribute target) -> the expression assigned to it, for the function's assignments."""
+    out: dict[int, cst.CSTNode] = {}
+    for node in descendants(function):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                out[id(target.target)] = node.value
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            out[id(node.target)] = node.value
+    return out
+
+
+def _branch_lines(module, function: cst.FunctionDef) -> list[tuple[int, int]]:
+    """Line ranges of the bodies of the function's branches (if/elif/else, match cases):
+    a setting made there is an override."""
+    out = []
+    for node in descendants(function):
+        if isinstance(node, (cst.If, cst.Else, cst.MatchCase)):
+            body = node.body
+            statements = list(body.body) if hasattr(body, "body") else [body]
+            if statements:
+                out.append((module.line(statements[0]), _last_line(module, statements[-1])))
+    return out
+
+
+def _last_line(module, node: cst.CSTNode) -> int:
+    last = module.line(node)
+    for child in descendants(node):
+        line = module.positions.get(child)
+        if line is not None and line > last:
+            last = line
+    return last
+
+
+def _env_config_names(params: ParamsFunction, function: cst.FunctionDef) -> set[str]:
+    """Names assigned ``<registry>.get_default_config(env_name)`` in the function."""
+    names = set()
+    for node in descendants(function):
+        if isinstance(node, cst.Assign) and params._is_env_config(node.value):
+            names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+    return names

@@ -19,8 +19,8 @@ import libcst as cst
 from brax_diff.facts import Provenance
 
 from .brax_scope import Code, Scope, Setting
-from .flow import (CallRecord, Engine, Frame, Function, Invocation, Loader, Partial, Raised, V, const, is_const,
-                   plain, sym, unknown, why_not_constant)
+from .flow import (CallRecord, Engine, Frame, Function, Invocation, Loader, Partial, Raised, Sym, V, const, is_const,
+                   mentions, plain, sym, unknown, why_not_constant)
 from .pyast import call_kwargs
 
 TRAIN_MODULE = "brax.training.agents.ppo.train"
@@ -67,6 +67,7 @@ class TrainRun:
         self._loss: tuple[Frame | None, list[CallRecord], Function | None, CallRecord | None] | None = None
         self._calls: tuple[list[Invocation], list[tuple]] | None = None
         self._received: dict[str, tuple[V, tuple, str]] | None = None
+        self.loss_result: V | None = None  # what the loss run returned (its total)
         module = self.engine.module(TRAIN_MODULE)
         found = self.engine.lookup(module, "train") if module is not None else None
         if found is None or not isinstance(found.data, Function):
@@ -166,7 +167,7 @@ class TrainRun:
             kwargs.update({name: value for name, (value, _, _) in self.received(function, binding).items()})
             kwargs.update(open_arguments(function, set(kwargs), len(positional)))
             before = len(self.engine.calls)
-            _, frame = self.engine.run(V(function), *positional, **kwargs)
+            self.loss_result, frame = self.engine.run(V(function), *positional, **kwargs)
             self._loss = (frame, list(self.engine.calls[before:]), function, binding)
         return self._loss
 
@@ -277,6 +278,20 @@ class TrainRun:
                     "receives is not known")
         return (f"{name}: functools.partial({function.name}, ...) at {partial} does not bind it, and no call of "
                 "the loss in train() could be followed: the value it receives is not known")
+
+    def optimizer_call(self, name: str) -> CallRecord | None:
+        """The ``optax.<name>`` call whose result is part of the optimizer train() initializes
+        (``optimizer.init(...)``): the one that runs, not an unused one written before it. None when
+        no initialized optimizer shows one."""
+        for record in self.records("init"):
+            callee = record.callee.data
+            if not (isinstance(callee, Sym) and callee.op == "attr" and callee.args):
+                continue
+            receiver = callee.args[0]
+            used = [r for r in self.records(name) if mentions(receiver, lambda v, r=r: v is r.result)]
+            if used:
+                return used[-1]
+        return None
 
     def argument(self, record: CallRecord, name: str, index: int) -> V | None:
         """The argument a call passed for parameter ``name`` (keyword, else position ``index``)."""

@@ -170,6 +170,8 @@ class Class:
     namespace: dict
     module: Module | None
     node: cst.ClassDef | None = None
+    # A dataclass's fields in order: (name, default or None, default_factory or None); None: not one.
+    fields: list | None = None
 
     def mro(self) -> list["Class"]:
         """Depth-first, left to right, each class once (C3 agrees for the hierarchies read)."""
@@ -225,6 +227,15 @@ class Native:
 
 
 @dataclass(eq=False)
+class NativeMethod:
+    """A method of a modelled class (``ConfigDict.update``): ``call(engine, receiver, args,
+    kwargs, frame, node)``; reading it from an instance binds the receiver."""
+
+    name: str
+    call: Callable[..., V]
+
+
+@dataclass(eq=False)
 class Method:
     """A method of a known constant (``d.get``, ``s.startswith``, ``lst.append``)."""
 
@@ -247,6 +258,7 @@ class Lazy:
 
 
 UNBOUND = Unknown("unbound")
+SKIP = object()  # Engine.decide's answer: the `if` statement is not run at all
 
 
 def const(value: Any, lines: Iterable[Provenance] = ()) -> V:
@@ -500,6 +512,9 @@ class Frame:
         self.locals: dict[str, V] = {}
         self.is_class = is_class
         self.globals_declared: set[str] = set()
+        self.nonlocals_declared: set[str] = set()
+        self.aliases: dict[str, set] = {}  # name -> the names holding the same container (`b = a`)
+        self.mutated: set[str] = set()  # names whose container a statement changed in place
         self.pending: list[tuple[V, str]] = []  # returns taken on some paths: (value, why)
         self.class_functions: list[Function] = []  # defs of a class body, decorated or not
         self.defined: list[Function] = []  # defs a function body ran, even if the name is rebound later
@@ -609,6 +624,14 @@ class Engine:
         self.builtins = _builtins(self)
         self.sites: list[tuple[Frame, cst.Call]] = []  # the calls being evaluated, outermost first
         self.observation: Observation | None = None
+        # Reader hooks: ``decide(node, test, truth, frame)`` sees each ``if`` test (and each
+        # ``match`` subject, truth None) and returns the truth to use (SKIP: the whole statement
+        # is not run); ``on_setattr(obj, name, value,
+        # frame, node)`` sees each attribute the code sets, with the value stored.
+        self.decide: Callable | None = None
+        self.on_setattr: Callable | None = None
+        self.on_create: Callable | None = None
+        self.changed_arguments: dict | None = None  # what the call just made changed in place (_pass_back)  # a model's objects as made: (object, keyword arguments)
 
     # -- entry points --------------------------------------------------------------------
     def module(self, dotted: str) -> Module | None:
@@ -733,8 +756,11 @@ class Engine:
         if module.source is None:
             return
         module.statements = list(module.source.module.body)
+        setters = {s.name.value: _declared_globals(s) for s in module.statements if isinstance(s, cst.FunctionDef)}
         for index, statement in enumerate(module.statements):
-            for name in _top_bindings(statement):
+            # A statement that binds no name (a setter called at import, `Class.attr = ...` after the
+            # class) runs when a name it changes is read.
+            for name in _top_bindings(statement) or _changed_names(statement, setters):
                 module.bindings.setdefault(name, []).append(index)
             if _has_star_import(statement):  # its names are unknown until it runs
                 self._run_top(module, index)
@@ -854,10 +880,115 @@ class Engine:
             self._block(self._body(node), frame)
         elif isinstance(node, cst.BaseSmallStatement):  # last: an ABC's isinstance is slow
             self._small(node, frame)
-        else:  # match, async constructs, ...: names they bind are unknown afterwards
-            for name in _bound_names(node):
-                self._set(name, unknown(f"set by a `{type(node).__name__}` statement "
-                                        f"({frame.module.path}:{self._line(frame, node)})"), frame)
+        elif type(node) is cst.Match:
+            self._match(node, frame)
+        else:  # async constructs, ...: what they may set is unknown afterwards
+            self._unmodelled(node, frame, f"a `{type(node).__name__}` statement")
+
+    def _unmodelled(self, node: cst.CSTNode, frame: Frame, what: str) -> None:
+        """A statement the engine does not run: every name, attribute, item or config key it
+        may set becomes an Unknown naming the statement (file, line, function), never left as it was."""
+        where = f"{frame.module.path}:{self._line(frame, node)}"
+        if frame.function is not None:
+            where += f", in {frame.function.name}()"
+        reason = unknown(f"set by {what} the engine does not follow ({where})")
+        for name in _bound_names(node):
+            self._set(name, reason, frame)
+        for child in _walk(node):
+            targets: list = []
+            if isinstance(child, cst.AssignTarget):
+                targets = [child.target]
+            elif isinstance(child, (cst.AugAssign, cst.AnnAssign)):
+                targets = [child.target]
+            elif isinstance(child, cst.Call):
+                self._unmodelled_call(child, frame, reason)
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    self._set(target.value, reason, frame)
+                elif isinstance(target, (cst.Attribute, cst.Subscript)):
+                    self._poison(target, frame, reason)
+
+    def _poison(self, target: cst.CSTNode, frame: Frame, reason: V) -> None:
+        try:
+            if isinstance(target, cst.Attribute):
+                self._setattr(self._eval(target.value, frame), target.attr.value, reason)
+                return
+            container = self._eval(target.value, frame)
+            index = self._index(target, frame)
+            if isinstance(container.data, Instance):
+                if index is not None and isinstance(index.data, str):
+                    self._setattr(container, index.data, reason)
+                else:
+                    self._poison_all(container, reason)
+            elif isinstance(container.data, dict):
+                if index is not None and is_const(index):
+                    self._rebind(target.value, V({**container.data, plain(index): reason}, container.lines), frame)
+                else:
+                    self._rebind(target.value, reason, frame)
+        except (Raised, _Return, _Break, _Continue):
+            pass
+
+    def _poison_all(self, obj: V, reason: V) -> None:
+        if isinstance(obj.data, Instance):
+            for name in list(obj.data.attrs):
+                self._write(obj.data, name, reason)
+
+    def _unmodelled_call(self, call: cst.Call, frame: Frame, reason: V) -> None:
+        """``x.update(...)`` / ``setattr(x, "k", ...)`` inside an unfollowed statement."""
+        try:
+            name = dotted_name(call.func) or ""
+            if name == "setattr" and len(call.args) >= 2:
+                key = self._eval(call.args[1].value, frame)
+                obj = self._eval(call.args[0].value, frame)
+                if isinstance(key.data, str):
+                    self._setattr(obj, key.data, reason)
+                else:
+                    self._poison_all(obj, reason)
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("update", "setdefault", "pop"):
+                obj = self._eval(call.func.value, frame)
+                keywords = [a.keyword.value for a in call.args if a.keyword is not None]
+                if keywords and len(keywords) == len(call.args):
+                    for key in keywords:
+                        self._setattr(obj, key, reason)
+                elif isinstance(obj.data, Instance):
+                    self._poison_all(obj, reason)
+                elif isinstance(obj.data, dict):
+                    self._rebind(call.func.value, reason, frame)
+        except (Raised, _Return, _Break, _Continue):
+            pass
+
+    def _match(self, node: cst.Match, frame: Frame) -> None:
+        """``match`` on a constant with value, ``|``, capture and wildcard patterns; any other
+        pattern (or an undecided one) is a statement the engine does not follow."""
+        subject = self._eval(node.subject, frame)
+        if self.decide is not None and self.decide(node, subject, None, frame) is SKIP:
+            return
+        for case in node.cases:
+            fired = self._pattern(case.pattern, subject, frame)
+            if fired is True and case.guard is not None:
+                fired = self._truth(self._eval(case.guard, frame))
+            if fired is None:
+                self._unmodelled(node, frame, "a `match` whose case it cannot decide")
+                return
+            if fired:
+                self._block(self._body(case), frame)
+                return
+
+    def _pattern(self, pattern: cst.CSTNode, subject: V, frame: Frame) -> bool | None:
+        if isinstance(pattern, (cst.MatchValue, cst.MatchSingleton)):
+            value = self._eval(pattern.value, frame)
+            if not (is_const(value) and is_const(subject)):
+                return None
+            return plain(value) == plain(subject)
+        if isinstance(pattern, cst.MatchOr):
+            answers = [self._pattern(p.pattern, subject, frame) for p in pattern.patterns]
+            return True if True in answers else (None if None in answers else False)
+        if isinstance(pattern, cst.MatchAs):
+            fired = True if pattern.pattern is None else self._pattern(pattern.pattern, subject, frame)
+            if fired and pattern.name is not None:
+                self._set(pattern.name.value, subject, frame)
+            return fired
+        return None
 
     def _small(self, node: cst.CSTNode, frame: Frame) -> None:
         if type(node) is cst.Expr:
@@ -866,6 +997,16 @@ class Engine:
             value = self._eval(node.value, frame)
             for target in node.targets:
                 self._assign(target.target, value, frame)
+                if frame.aliases and type(target.target) is cst.Name:
+                    frame.aliases.pop(target.target.value, set()).discard(target.target.value)
+            if type(node.value) is cst.Name and isinstance(value.data, (dict, list)):
+                # Containers are values here: `b = a` keeps the names together, so that a change
+                # through either is seen through both.
+                group = frame.aliases.setdefault(node.value.value, {node.value.value})
+                for target in node.targets:
+                    if type(target.target) is cst.Name:
+                        group.add(target.target.value)
+                        frame.aliases[target.target.value] = group
         elif type(node) is cst.AnnAssign:
             if node.value is not None:
                 self._assign(node.target, self._eval(node.value, frame), frame)
@@ -899,14 +1040,21 @@ class Engine:
             self._import_from(node, frame)
         elif type(node) is cst.Global:
             frame.globals_declared |= {n.name.value for n in node.names}
+        elif type(node) is cst.Nonlocal:
+            frame.nonlocals_declared |= {n.name.value for n in node.names}
         elif type(node) is cst.Del:
             for name in _target_names(node.target):
                 frame.locals.pop(name, None)
+            targets = node.target.elements if isinstance(node.target, (cst.Tuple, cst.List)) else [node.target]
+            for target in targets:
+                target = getattr(target, "value", target) if isinstance(target, cst.Element) else target
+                if isinstance(target, (cst.Attribute, cst.Subscript)):
+                    self._delete(target, frame)
         elif type(node) is cst.Break:
             raise _Break()
         elif type(node) is cst.Continue:
             raise _Continue()
-        # Pass, Nonlocal: nothing to do
+        # Pass: nothing to do
 
     def _import_from(self, node: cst.ImportFrom, frame: Frame) -> None:
         base = dotted_name(node.module) if node.module is not None else ""
@@ -961,6 +1109,10 @@ class Engine:
     def _if(self, node: cst.If, frame: Frame) -> None:
         test = self._eval(node.test, frame)
         truth = self._truth(test)
+        if self.decide is not None:
+            truth = self.decide(node, test, truth, frame)
+            if truth is SKIP:
+                return
         orelse = node.orelse
         if truth is True:
             self._block(self._body(node), frame)
@@ -1238,7 +1390,8 @@ class Engine:
             else [dotted_name(handler.type)]
         short = {(n or "").rsplit(".", 1)[-1] for n in names}
         return bool(short & {error.kind, "Exception", "BaseException"}) or (
-            error.kind in ("KeyError", "IndexError") and "LookupError" in short)
+            error.kind in ("KeyError", "IndexError") and "LookupError" in short) or (
+            error.kind in ("ZeroDivisionError", "OverflowError") and "ArithmeticError" in short)
 
     def _def(self, node: cst.FunctionDef, frame: Frame) -> None:
         closure = frame.parent if frame.is_class else (frame if frame.function else None)
@@ -1260,11 +1413,74 @@ class Engine:
             return value
         if name.endswith("setter") or name.endswith("deleter"):
             return value
+        if name == "dataclass" and isinstance(value.data, Class):  # its __init__ is generated from the fields
+            value.data.fields = self._dataclass_fields(value.data, frame)
+            return value
         decorator = self._eval(expr, frame)
         if isinstance(decorator.data, (Function, Class, Partial)):
             result = self._call(decorator, [value], {}, frame, expr)
             return result
         return value  # a decorator outside the files read: taken to keep the call's meaning
+
+    def _dataclass_fields(self, cls: Class, frame: Frame) -> list:
+        fields = []
+        for statement in self._body(cls.node) if cls.node is not None else ():
+            for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                if not (isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)):
+                    continue
+                if "ClassVar" in (frame.module.source.code(small.annotation.annotation) if frame.module.source
+                                  else ""):
+                    continue
+                name = small.target.value
+                default = factory = None
+                if small.value is not None:
+                    declared = cls.namespace.get(name)
+                    is_field = isinstance(small.value, cst.Call) and \
+                        (dotted_name(small.value.func) or "").rsplit(".", 1)[-1] == "field"
+                    if is_field:
+                        for arg in small.value.args:
+                            if arg.keyword is not None and arg.keyword.value == "default":
+                                default = self._eval(arg.value, frame)
+                            elif arg.keyword is not None and arg.keyword.value == "default_factory":
+                                factory = self._eval(arg.value, frame)
+                        if default is None and factory is None:
+                            default = None
+                    else:
+                        default = declared if declared is not None else self._eval(small.value, frame)
+                fields.append((name, default, factory))
+        return fields
+
+    def _dataclass_init(self, cls: Class, value: V, args: list[V], kwargs: dict[str, V], frame, node) -> None:
+        """The ``__init__`` a dataclass generates: fields of its bases first, in order."""
+        fields: dict = {}
+        for base in reversed(cls.mro()):
+            for field_ in base.fields or ():
+                fields[field_[0]] = field_
+        where = self.where(frame.module, node) if frame is not None and node is not None else None
+        remaining = list(args)
+        if len(remaining) > len(fields):
+            raise Raised("TypeError", f"{cls.name}() takes {len(fields)} positional arguments but "
+                                      f"{len(args)} were given", where)
+        for name, default, factory in fields.values():
+            if remaining:
+                given = remaining.pop(0)
+                if name in kwargs:
+                    raise Raised("TypeError", f"{cls.name}() got multiple values for argument {name!r}", where)
+            elif name in kwargs:
+                given = kwargs[name]
+            elif factory is not None:
+                given = self._call(factory, [], {}, frame, node)
+            elif default is not None:
+                given = default
+            else:
+                raise Raised("TypeError", f"{cls.name}() missing required argument {name!r}", where)
+            self._write(value.data, name, given)
+        extra = sorted(set(kwargs) - set(fields))
+        if extra:
+            raise Raised("TypeError", f"{cls.name}() got an unexpected keyword argument {extra[0]!r}", where)
+        post = cls.lookup("__post_init__")
+        if post is not None and isinstance(post.data, Function):
+            self._invoke(post.data, [value], {}, frame, node)
 
     def _defaults(self, params: cst.Parameters, frame: Frame) -> dict[str, V]:
         out = {}
@@ -1295,6 +1511,11 @@ class Engine:
     def _set(self, name: str, value: V, frame: Frame) -> None:
         if name in frame.globals_declared:
             self._write_name(frame.module.globals, name, value)
+        elif name in frame.nonlocals_declared:  # the enclosing function's name
+            scope = frame.parent
+            while scope is not None and name not in scope.locals:
+                scope = scope.parent
+            (scope.locals if scope is not None else frame.locals)[name] = value
         else:
             frame.locals[name] = value
 
@@ -1319,7 +1540,7 @@ class Engine:
                     self._assign(element.value, sym("item", "", (value, const(index))), frame)
         elif isinstance(target, cst.Attribute):  # an object's setting is (re)defined here: cite it
             obj = self._eval(target.value, frame)
-            self._setattr(obj, target.attr.value, value.with_lines(self._at(frame, target)))
+            self._setattr(obj, target.attr.value, value.with_lines(self._at(frame, target)), frame, target)
         elif isinstance(target, cst.Subscript):
             container = self._eval(target.value, frame)
             index = self._index(target, frame)
@@ -1337,13 +1558,47 @@ class Engine:
         elif isinstance(target, cst.StarredElement):
             self._assign(target.value, value, frame)
 
+    def _delete(self, target: cst.CSTNode, frame: Frame) -> None:
+        """``del obj.attr`` / ``del d[key]``: the attribute or key is gone (an object's key a
+        config no longer passes); one the engine cannot place makes the container unknown."""
+        container = self._eval(target.value, frame)
+        key: Any = target.attr.value if isinstance(target, cst.Attribute) else None
+        if isinstance(target, cst.Subscript):
+            index = self._index(target, frame)
+            key = plain(index) if index is not None and is_const(index) else None
+        if isinstance(container.data, Instance) and isinstance(key, str) and key in container.data.attrs:
+            self._write(container.data, key, UNBOUND_V)  # journaled like any write, then removed
+            del container.data.attrs[key]
+        elif isinstance(container.data, dict) and key is not None and key in container.data:
+            self._rebind(target.value, V({k: v for k, v in container.data.items() if k != key}, container.lines),
+                         frame)
+        elif isinstance(container.data, (dict, Instance)):
+            self._unmodelled_delete(target, container, frame)
+
+    def _unmodelled_delete(self, target: cst.CSTNode, container: V, frame: Frame) -> None:
+        reason = unknown(f"`del {self._code(frame, target)}` of a key the engine cannot place "
+                         f"({frame.module.path}:{self._line(frame, target)})")
+        if isinstance(container.data, Instance):
+            self._poison_all(container, reason)
+        else:
+            self._rebind(target.value, reason, frame)
+
     def _rebind(self, target: cst.CSTNode, value: V, frame: Frame) -> None:
-        """Containers are values here: a mutation rebinds the name or attribute holding it."""
+        """Containers are values here: a mutation rebinds the name or attribute holding it (and
+        the names that alias it)."""
         if isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             self._assign(target, value, frame)
+        if type(target) is cst.Name:
+            frame.mutated.add(target.value)
+            for other in frame.aliases.get(target.value, ()):
+                if other != target.value:
+                    self._set(other, value, frame)
 
-    def _setattr(self, obj: V, name: str, value: V) -> None:
+    def _setattr(self, obj: V, name: str, value: V, frame: Frame | None = None,
+                 node: cst.CSTNode | None = None) -> None:
         data = obj.data
+        if self.on_setattr is not None and frame is not None:
+            self.on_setattr(obj, name, value, frame, node)
         if isinstance(data, Instance):
             self._write(data, name, value)
         elif isinstance(data, Class):
@@ -1568,7 +1823,10 @@ class Engine:
         if is_const(left) and is_const(right):
             try:
                 data = _apply(op, plain(left), plain(right))
-            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+            except (ZeroDivisionError, OverflowError) as exc:  # Python raises it too: a handler may catch it
+                raise Raised(type(exc).__name__, f"`{frame.module.source.code(node)}` raises "
+                             f"{type(exc).__name__} ({exc})", self.where(frame.module, node)) from None
+            except (TypeError, ValueError) as exc:
                 return unknown(f"`{frame.module.source.code(node)}` cannot be evaluated ({exc})")
             return const(data, left.lines | right.lines | lines)
         if isinstance(left.data, Instance):
@@ -1808,6 +2066,10 @@ class Engine:
         return self._either(lambda: self._getattr(obj, name, frame, node))
 
     def _bind(self, found: V, receiver: V) -> V:
+        if isinstance(found.data, NativeMethod):
+            method = found.data
+            return V(Native(method.name, lambda args, kwargs, frame, node:
+                            method.call(self, receiver, args, kwargs, frame, node)))
         if isinstance(found.data, Function) and found.data.kind not in ("staticmethod",):
             if found.data.kind == "classmethod" and isinstance(receiver.data, Instance):
                 return V(Bound(V(receiver.data.cls), found.data))
@@ -1841,11 +2103,29 @@ class Engine:
                 self._rebind(target, updated, frame)
             return self._record(callee, args, kwargs, frame, node, result)
         self.sites.append((frame, node))
+        self.changed_arguments = None
         try:
             result = self._call(callee, args, kwargs, frame, node)
         finally:
             self.sites.pop()
+        changed, self.changed_arguments = self.changed_arguments, None
+        if changed and isinstance(callee.data, (Function, Bound)):
+            self._pass_back(callee, changed, node, frame)
         return self._record(callee, args, kwargs, frame, node, result)
+
+    def _pass_back(self, callee: V, changed: dict, node: cst.Call, frame: Frame) -> None:
+        """A dict or list the called function changed in place: the caller's name holding it
+        sees the change (``tweak(cfg)`` where tweak sets ``cfg["k"]``)."""
+        shift = 1 if isinstance(callee.data, Bound) else 0
+        positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
+        if any(arg.star for arg in node.args):
+            return
+        for index, arg in enumerate(positional):
+            if index + shift in changed:
+                self._rebind(arg.value, changed[index + shift], frame)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in changed:
+                self._rebind(arg.value, changed[arg.keyword.value], frame)
 
     def _unfollowed(self, callee: V, frame: Frame, node: cst.Call, arg: cst.Arg) -> V:
         """A call whose ``*``/``**`` argument is not a known sequence or dict: not made (what
@@ -1924,6 +2204,8 @@ class Engine:
         init = cls.lookup("__init__")
         if init is not None and isinstance(init.data, Function):
             self._invoke(init.data, [value] + args, kwargs, frame, node)
+        elif any(base.fields is not None for base in cls.mro()):
+            self._dataclass_init(cls, value, args, kwargs, frame, node)
         return value
 
     def _invoke(self, function: Function, args: list[V], kwargs: dict[str, V], caller: Frame | None,
@@ -1964,6 +2246,25 @@ class Engine:
         finally:
             self.depth -= 1
             self.stack.pop()
+            self.changed_arguments = self._changed_parameters(function, frame, len(args)) if frame.mutated else None
+
+    def _changed_parameters(self, function: Function, frame: Frame, given: int) -> dict | None:
+        """Parameters whose container the function changed in place: position (for those passed
+        by position) and name -> the container after the call."""
+        if isinstance(function.node, cst.Lambda):
+            return None
+        params = function.node.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params)]
+        out: dict = {}
+        for name in frame.mutated:
+            value = frame.locals.get(name)
+            if value is None or not isinstance(value.data, (dict, list)):
+                continue
+            if name in names and names.index(name) < given:
+                out[names.index(name)] = value
+            elif name in names or name in {p.name.value for p in params.kwonly_params}:
+                out[name] = value
+        return out or None
 
     def _bind_arguments(self, function: Function, args: list[V], kwargs: dict[str, V], frame: Frame,
                         where: Provenance | None) -> None:
@@ -2040,8 +2341,8 @@ class Engine:
                     return data[key], None
                 default = args[1] if len(args) > 1 else const(None)
                 return default, V({**data, key: default}, receiver.lines)
-            if name == "update" and args and isinstance(args[0].data, dict):
-                return const(None), V({**data, **args[0].data, **kwargs}, receiver.lines)
+            if name == "update" and (not args or isinstance(args[0].data, dict)) and len(args) <= 1:
+                return const(None), V({**data, **(args[0].data if args else {}), **kwargs}, receiver.lines)
         if isinstance(data, list):
             if name == "append" and args:
                 return const(None), V(list(data) + [args[0]], receiver.lines)
@@ -2311,7 +2612,7 @@ def _builtins(engine: Engine) -> dict[str, V]:
 
     def setattr_(args, kwargs, frame, node):
         if len(args) == 3 and isinstance(args[1].data, str):
-            engine._setattr(args[0], args[1].data, args[2])
+            engine._setattr(args[0], args[1].data, args[2], frame, node)
         return const(None)
 
     def hasattr_(args, kwargs, frame, node):
@@ -2557,6 +2858,46 @@ def _top_bindings(statement: cst.CSTNode) -> set[str]:
                 out |= _top_bindings(cst.SimpleStatementLine(body=[child]))
             else:
                 out |= _top_bindings(child)
+    return out
+
+
+def _declared_globals(function: cst.FunctionDef) -> set[str]:
+    """Names a function declares ``global`` (not inside nested defs)."""
+    out: set[str] = set()
+    stack = list(function.body.body) if hasattr(function.body, "body") else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.Global):
+            out |= {n.name.value for n in node.names}
+        stack.extend(child_nodes(node))
+    return out
+
+
+def _changed_names(statement: cst.CSTNode, setters: dict[str, set[str]]) -> set[str]:
+    """Module names a top-level statement that binds none may change: the object an attribute or
+    item is set on, the receiver of a method called, the globals a module function called declares."""
+    out: set[str] = set()
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return out
+    for small in statement.body:
+        targets = []
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            targets = [small.target]
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if isinstance(func, cst.Name):
+                out |= setters.get(func.value, set())
+            elif isinstance(func, cst.Attribute):
+                targets = [func.value]
+        for target in targets:
+            while isinstance(target, (cst.Attribute, cst.Subscript)):
+                target = target.value
+            if isinstance(target, cst.Name):
+                out.add(target.value)
     return out
 
 

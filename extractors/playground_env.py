@@ -30,16 +30,121 @@ FAMILY_REGISTRIES = {
 CONFIG_DICT = Class("ConfigDict", [], {}, None)
 
 
+def _fields(value: V) -> dict | None:
+    """The fields of a dict or a ConfigDict, else None."""
+    if isinstance(value.data, dict):
+        return {str(k): v for k, v in value.data.items()}
+    if isinstance(value.data, flow.Instance) and value.data.cls is CONFIG_DICT:
+        return dict(value.data.attrs)
+    return None
+
+
 def _config_dict(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
-    """``config_dict.create(**fields)`` / ``ConfigDict({...}, **fields)``: an object of those fields."""
-    fields = dict(args[0].data) if args and isinstance(args[0].data, dict) else {}
+    """``config_dict.create(**fields)`` / ``ConfigDict({...}, **fields)``: an object of those fields
+    (a ConfigDict copies a ConfigDict it is given)."""
+    fields = (_fields(args[0]) or {}) if args else {}
+    if args and _fields(args[0]) is None:
+        return flow.unknown(f"ConfigDict of `{flow.describe(args[0])}`: its fields are not known")
     fields.update(kwargs)
-    return engine.instance(V(CONFIG_DICT), {str(k): v for k, v in fields.items()})
+    made = engine.instance(V(CONFIG_DICT), fields)
+    if engine.on_create is not None:
+        engine.on_create(made, kwargs)
+    return made
+
+
+def _copy(value: V, engine: Engine) -> V:
+    """A deep copy of a ConfigDict (nested ConfigDicts copied too)."""
+    fields = {name: (_copy(field, engine) if isinstance(field.data, flow.Instance) and field.data.cls is CONFIG_DICT
+                     else field) for name, field in value.data.attrs.items()}
+    return engine.instance(V(CONFIG_DICT), fields)
+
+
+def _method(name: str):
+    def decorate(fn):
+        CONFIG_DICT.namespace[name] = V(flow.NativeMethod(name, fn))
+        return fn
+    return decorate
+
+
+@_method("update")
+def _update(engine, receiver, args, kwargs, frame, node):
+    """``cfg.update(other, k=v)``: each field set, as ``cfg.k = v`` would."""
+    updates: dict = {}
+    for arg in args:
+        fields = _fields(arg)
+        if fields is None:
+            for name in list(receiver.data.attrs):  # what it sets is not known: no field keeps its value
+                engine._setattr(receiver, name, flow.unknown(
+                    f"ConfigDict.update of `{flow.describe(arg)}` ({_where(engine, frame, node)})"), frame, node)
+            return const(None)
+        updates.update(fields)
+    updates.update(kwargs)
+    for name, value in updates.items():
+        engine._setattr(receiver, name, value.with_lines(_at(engine, frame, node)), frame, node)
+    return const(None)
+
+
+@_method("__setitem__")
+def _setitem(engine, receiver, args, kwargs, frame, node):
+    key, value = args[0], args[1]
+    if not isinstance(key.data, str):
+        for name in list(receiver.data.attrs):
+            engine._setattr(receiver, name, flow.unknown(f"ConfigDict item `{flow.describe(key)}` set "
+                                                         f"({_where(engine, frame, node)})"), frame, node)
+        return const(None)
+    engine._setattr(receiver, key.data, value.with_lines(_at(engine, frame, node)), frame, node)
+    return const(None)
+
+
+@_method("__getitem__")
+def _getitem(engine, receiver, args, kwargs, frame, node):
+    key = args[0]
+    if isinstance(key.data, str) and key.data in receiver.data.attrs:
+        return receiver.data.attrs[key.data]
+    return flow.unknown(f"ConfigDict item `{flow.describe(key)}` is not a known field")
+
+
+@_method("get")
+def _get(engine, receiver, args, kwargs, frame, node):
+    key = args[0] if args else None
+    if key is not None and isinstance(key.data, str):
+        return receiver.data.attrs.get(key.data, args[1] if len(args) > 1 else const(None))
+    return flow.unknown("ConfigDict.get of a key not known here")
+
+
+for _name in ("copy", "copy_and_resolve_references", "__copy__", "__deepcopy__"):
+    CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
+                                                       _copy(receiver, engine)))
+for _name in ("lock", "unlock", "unlocked", "ignore_type"):  # context managers and locks: fields unchanged
+    CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
+                                                       flow.sym("ext", "contextlib.nullcontext")))
+
+
+def _at(engine: Engine, frame, node) -> frozenset:
+    return engine._at(frame, node) if frame is not None and node is not None else frozenset()
+
+
+def _where(engine: Engine, frame, node) -> str:
+    if frame is None or node is None:
+        return "?"
+    return f"{frame.module.path}:{engine._line(frame, node)}"
+
+
+def _copy_call(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
+    """``copy.copy(cfg)`` / ``copy.deepcopy(cfg)`` of a ConfigDict or a dict."""
+    if args and isinstance(args[0].data, flow.Instance) and args[0].data.cls is CONFIG_DICT:
+        return _copy(args[0], engine)
+    if args and isinstance(args[0].data, dict):
+        return V(dict(args[0].data), args[0].lines)
+    return flow.sym("call", "copy", tuple(args))
 
 
 MODEL = {"ml_collections.config_dict.create": _config_dict,
          "ml_collections.config_dict.ConfigDict": _config_dict,
-         "ml_collections.ConfigDict": _config_dict}
+         "ml_collections.ConfigDict": _config_dict,
+         "ml_collections.config_dict.config_dict.create": _config_dict,
+         "ml_collections.config_dict.config_dict.ConfigDict": _config_dict,
+         "copy.copy": _copy_call, "copy.deepcopy": _copy_call}
 
 
 @dataclass(frozen=True)
