@@ -29,6 +29,7 @@ class ReportRun:
 
         self.snapshots, self.settings, self.table, self.variant = snapshots, settings, table, variant
         self.brax_reference = brax_reference
+        self.set_values, self.mapping = set_values, mapping
         self.step = step
         BraxExtractor, SlmExtractor = extractor_classes
         brax_snap, playground_snap, slm_snap = snapshots["brax"], snapshots["playground"], snapshots["slm"]
@@ -123,7 +124,7 @@ class ReportRun:
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
-                         results=results, brax_reference=self.brax_reference)
+                         results=results, brax_reference=self.brax_reference, solve_fixes=self.solve_fixes)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}
@@ -131,3 +132,15 @@ class ReportRun:
         if key is not None:
             self.reports.put(key, texts["md"], texts["json"])
         return texts, model, replaced
+
+    def solve_fixes(self, *, brax: Any, slm: Any, family: str, env: str | None, variant: str) -> dict:
+        """`brax-diff fix`'s solver on the scope (the report's Fix column and recommended
+        order): the variant with every fix the spec can express, written in memory and read
+        back by SLM-Lab's own extractor (:func:`brax_diff.fix.report_outcomes`)."""
+        from brax_diff.extractors.slm import SlmExtractor
+
+        from .fix import report_outcomes
+
+        return report_outcomes(self.brax, SlmExtractor, self.snapshots["slm"], spec=self.settings.spec,
+                               sets=self.set_values, mapping=self.mapping, family=family, env=env, variant=variant,
+                               brax=brax, slm_before=slm, table=self.table())
