@@ -752,6 +752,13 @@ def outcomes(solution: Solution) -> dict[str, dict]:
             continue
         now = after.get(c.key)
         taking = [e for e in solution.edits if c.key in e.keys]
+        if now is not None and now.status == "match" and not taking:  # another rule's edit moved it
+            by = set(_attributed(solution, now.difference.slm))
+            taking = [e for e in solution.edits if e.spec in by]
+        if now is not None and now.status == "match" and not taking:
+            out[c.key] = {"kind": "spec", "summary": "matches with the other spec edits written", "edits": [],
+                          "moves": [], "reason": None, "where": []}
+            continue
         if now is not None and now.status == "match" and taking:
             out[c.key] = {"kind": "spec", "summary": _spec_summary(taking),
                           "edits": [{"spec": e.spec, "value": e.value, "rule": e.rule} for e in taking],
