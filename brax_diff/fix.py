@@ -28,11 +28,12 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from .compare import compare, values_equal
-from .errors import BraxDiffError, FixError
+from .errors import BraxDiffError, FixError, SpecError
 from .facts import Extraction, Fact, Provenance, dumps, format_value
 from .render import md_cell, recommended_steps
 from .rules import Classified, Context, RuleTable, classify, recommended_order, render_alternative
@@ -347,6 +348,7 @@ def solve(brax: Extraction, slm_before: Extraction, document: SpecDocument, base
     before_values = {k: f.value for k, f in slm_before.facts.items() if not f.is_unknown}
     dropped: dict[str, Dropped] = {}
     for _attempt in range(len(table.rules) + 1):
+        dropped_before = set(dropped)
         edits: dict[str, Edit] = {}
         owner: dict[str, str] = {}
         classified, slm, text = before, slm_before, None
@@ -361,13 +363,22 @@ def solve(brax: Extraction, slm_before: Extraction, document: SpecDocument, base
                 break
             rounds += 1
             text = document.with_variant(base_variant, name, _all_writes(edits), header)
-            slm = extract(text)
+            try:
+                slm = extract(text)
+            except SpecError as exc:  # a value SLM-Lab's reading refuses (a minibatch_size of 0)
+                refused = _refused(edits, exc)
+                if refused is None:
+                    raise
+                dropped[refused.rule] = refused
+                break
             classified = _classified(brax, slm, table)
             if rounds == max_rounds:  # would another round move anything? asked on copies
                 moved, blocked, inexpressible = _round(classified, brax, table, scope, dict(edits), dict(owner),
                                                        dropped, base_data, before_values)
                 settled = not moved
                 break
+        if set(dropped) - dropped_before:
+            continue  # a value was refused on reading: solve again without its rule
         failed = _did_not_take(edits, classified, slm, slm_before, document.path)
         if not failed and edits:  # every fix takes: does the variant still train?
             lines = _edit_lines(document, text, name, edits.values())
@@ -506,6 +517,19 @@ def _did_not_take(edits: dict[str, Edit], classified: list[Classified], slm: Ext
     return out
 
 
+def _refused(edits: dict[str, Edit], exc: Exception) -> Dropped | None:
+    """The rule whose written value SLM-Lab's spec reading refuses (its message names the
+    spec key), or None when it names none of them."""
+    culprit = next((e for e in reversed(list(edits.values())) if e.spec in str(exc)), None)
+    if culprit is None:
+        return None
+    rule_edits = [e for e in edits.values() if e.rule == culprit.rule]
+    message = re.sub(r"^.*?: line \d+: variant \S+: ", "", str(exc))
+    written = f"{culprit.spec}: {format_value(culprit.value)}"
+    return Dropped(culprit.rule, culprit.rule_name, rule_edits, f"writing {written} is refused: {message}", [],
+                   f"`{written}` is refused when the spec is read: {message}")
+
+
 def _finding_reason(finding: Any, rule_edits: list[Edit], slm: Extraction) -> str:
     """A finding the written keys raise, as the reason their fix needs a code change."""
     written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in rule_edits)
@@ -536,9 +560,10 @@ def _breaks_training(edits: dict[str, Edit], slm: Extraction, slm_before: Extrac
     for finding in sorted(new, key=lambda f: f.sort_key()):
         spec_lines = {p.line for p in finding.provenance if p.path == spec_path}
         rules = [e.rule for e in edits.values() if lines.get(e.spec, set()) & spec_lines]
-        rules = rules or [e.rule for e in edits.values() if e.spec in finding.message
-                          or f"{e.spec.rsplit('.', 1)[-1]} " in finding.message]
-        rules = rules or [list(edits.values())[-1].rule]
+        # else the edit its message names (the last written of them: one at a time, the solver retries)
+        named = [e.rule for e in edits.values() if e.spec in finding.message
+                 or re.search(rf"\b{re.escape(e.spec.rsplit('.', 1)[-1])}\b", finding.message)]
+        rules = rules or named[-1:] or [list(edits.values())[-1].rule]
         for rule in dict.fromkeys(rules):
             if rule in out:
                 continue

@@ -165,3 +165,17 @@ def test_an_edit_that_breaks_training_is_taken_out_and_named():
                                               "cannot train: train() re-packs each minibatch")
     assert dropped["BD006"].reason_where == [code_line]
     assert _breaks_training(edits, before, before, lines, SPEC_PATH) == {}
+
+
+def test_a_value_the_spec_reading_refuses_is_taken_out_and_named():
+    from brax_diff.errors import SpecError
+    from brax_diff.fix import Edit, _refused
+
+    edits = {"agent.algorithm.minibatch_size": Edit("agent.algorithm.minibatch_size", 0, "BD006", "gradient-steps",
+                                                    None, ("minibatches_per_epoch",), None, 2048, ())}
+    refused = _refused(edits, SpecError(f"{SPEC_PATH}: line 812: variant ppo_x_brax: agent.algorithm.minibatch_size "
+                                        "must be at least 1, not 0"))
+    assert refused.rule == "BD006"
+    assert refused.reason == ("`agent.algorithm.minibatch_size: 0` is refused when the spec is read: "
+                              "agent.algorithm.minibatch_size must be at least 1, not 0")
+    assert _refused(edits, SpecError("something else")) is None
