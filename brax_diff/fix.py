@@ -428,8 +428,11 @@ def _round(classified: list[Classified], brax: Extraction, table: RuleTable, sco
             if not any(s in edits for s, _ in pairs):  # the spec already says it: writing it changes nothing
                 said = ', '.join(f'{s}: {format_value(v)}' for s, v in pairs)
                 fact = c.difference.slm
+                guard = any(d.slm is not None and "batch guard" in (d.slm.note or "")
+                            and any(f"spec: {s}" in d.slm.note for s, _ in pairs) for d in by_key.values())
                 inexpressible[c.key] = (
-                    f"the spec already sets `{said}` and the code replaces it: {c.key} runs "
+                    f"the spec already sets `{said}` and {'the batch guard' if guard else 'the code'} replaces it: "
+                    f"{c.key} runs "
                     f"{format_value(c.difference.slm_value)}" if fact is not None and fact.declared is not None
                     else f"the spec already sets {said} and {c.key} still reads {format_value(c.difference.slm_value)}")
             else:
