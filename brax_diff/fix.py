@@ -9,9 +9,13 @@ until nothing moves:
 * a spec key belongs to the first fix in the recommended order that sets it, so BD002's
   ``time_horizon: 30`` cannot undo BD001's ``time_horizon: 480`` (the key BD002 covers stays a
   difference, introduced by BD001);
-* a fix whose keys do not read back as Brax's once written (a spec key no code reads at this
-  ref, a name the code lacks) is taken out again: it needs a code change, and the residual
-  says what reading it back showed.
+* a fix none of whose keys read back as Brax's once written (a spec key no code reads at this
+  ref, a name the code lacks, a value the batch guard rounds), or that makes the variant fail
+  to train where its base does not, or that SLM-Lab's spec reading refuses, is taken out
+  again: it needs a code change, and the residual says what reading it back showed.
+
+:func:`outcomes` gives each differing key what `report` shows in its Fix column and
+recommended order: the edits written that make it match, or a code change and why.
 
 :func:`residual` compares the written variant, re-extracted, with Brax and sorts what still
 differs: "needs a code change" (with the code lines of the SLM-Lab fact), "introduced by a
