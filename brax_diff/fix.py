@@ -9,9 +9,13 @@ until nothing moves:
 * a spec key belongs to the first fix in the recommended order that sets it, so BD002's
   ``time_horizon: 30`` cannot undo BD001's ``time_horizon: 480`` (the key BD002 covers stays a
   difference, introduced by BD001);
-* a fix whose keys do not read back as Brax's once written (a spec key no code reads at this
-  ref, a name the code lacks) is taken out again: it needs a code change, and the residual
-  says what reading it back showed.
+* a fix none of whose keys read back as Brax's once written (a spec key no code reads at this
+  ref, a name the code lacks, a value the batch guard rounds), or that makes the variant fail
+  to train where its base does not, or that SLM-Lab's spec reading refuses, is taken out
+  again: it needs a code change, and the residual says what reading it back showed.
+
+:func:`outcomes` gives each differing key what `report` shows in its Fix column and
+recommended order: the edits written that make it match, or a code change and why.
 
 :func:`residual` compares the written variant, re-extracted, with Brax and sorts what still
 differs: "needs a code change" (with the code lines of the SLM-Lab fact), "introduced by a
@@ -28,11 +32,12 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from .compare import compare, values_equal
-from .errors import FixError
+from .errors import BraxDiffError, FixError, SpecError
 from .facts import Extraction, Fact, Provenance, dumps, format_value
 from .render import md_cell, recommended_steps
 from .rules import Classified, Context, RuleTable, classify, recommended_order, render_alternative
@@ -272,13 +277,17 @@ def _is_linear(module: Any) -> bool:
 
 @dataclass
 class Dropped:
-    """A rule whose written fix did not read back as Brax's, and what reading it back showed."""
+    """A rule whose written fix did not read back as Brax's (or broke training), and what
+    reading it back showed: ``why`` in full, ``reason`` in a phrase the report's Fix column
+    can hold, ``where`` the SLM-Lab code lines that decide it."""
 
     rule: str
     rule_name: str
     edits: list[Edit]
     why: str
     where: list[Provenance]
+    reason: str = ""
+    reason_where: list[Provenance] = field(default_factory=list)
 
 
 @dataclass
@@ -343,6 +352,7 @@ def solve(brax: Extraction, slm_before: Extraction, document: SpecDocument, base
     before_values = {k: f.value for k, f in slm_before.facts.items() if not f.is_unknown}
     dropped: dict[str, Dropped] = {}
     for _attempt in range(len(table.rules) + 1):
+        dropped_before = set(dropped)
         edits: dict[str, Edit] = {}
         owner: dict[str, str] = {}
         classified, slm, text = before, slm_before, None
@@ -357,14 +367,26 @@ def solve(brax: Extraction, slm_before: Extraction, document: SpecDocument, base
                 break
             rounds += 1
             text = document.with_variant(base_variant, name, _all_writes(edits), header)
-            slm = extract(text)
+            try:
+                slm = extract(text)
+            except SpecError as exc:  # a value SLM-Lab's reading refuses (a minibatch_size of 0)
+                refused = _refused(edits, exc)
+                if refused is None:
+                    raise
+                dropped[refused.rule] = refused
+                break
             classified = _classified(brax, slm, table)
             if rounds == max_rounds:  # would another round move anything? asked on copies
                 moved, blocked, inexpressible = _round(classified, brax, table, scope, dict(edits), dict(owner),
                                                        dropped, base_data, before_values)
                 settled = not moved
                 break
+        if set(dropped) - dropped_before:
+            continue  # a value was refused on reading: solve again without its rule
         failed = _did_not_take(edits, classified, slm, slm_before, document.path)
+        if not failed and edits:  # every fix takes: does the variant still train?
+            lines = _edit_lines(document, text, name, edits.values())
+            failed = _breaks_training(edits, slm, slm_before, lines, document.path)
         if not failed:
             break
         dropped.update(failed)
@@ -408,8 +430,15 @@ def _round(classified: list[Classified], brax: Extraction, table: RuleTable, sco
         changes = [(s, v) for s, v in pairs if not values_equal(current[s], v)]
         if not changes:
             if not any(s in edits for s, _ in pairs):  # the spec already says it: writing it changes nothing
-                inexpressible[c.key] = (f"the spec already sets {', '.join(f'{s}: {format_value(v)}' for s, v in pairs)}"
-                                        f" and {c.key} still reads {format_value(c.difference.slm_value)}")
+                said = ', '.join(f'{s}: {format_value(v)}' for s, v in pairs)
+                fact = c.difference.slm
+                guard = any(d.slm is not None and "batch guard" in (d.slm.note or "")
+                            and any(f"spec: {s}" in d.slm.note for s, _ in pairs) for d in by_key.values())
+                inexpressible[c.key] = (
+                    f"the spec already sets `{said}` and {'the batch guard' if guard else 'the code'} replaces it: "
+                    f"{c.key} runs "
+                    f"{format_value(c.difference.slm_value)}" if fact is not None and fact.declared is not None
+                    else f"the spec already sets {said} and {c.key} still reads {format_value(c.difference.slm_value)}")
             else:
                 for s, _ in pairs:
                     if s in edits and c.key not in edits[s].keys:
@@ -453,9 +482,10 @@ def _closer(before: Any, after: Any, brax: Any) -> bool:
 
 def _did_not_take(edits: dict[str, Edit], classified: list[Classified], slm: Extraction,
                   slm_before: Extraction, spec_path: str) -> dict[str, Dropped]:
-    """Rules none of whose keys read back as Brax's, or nearer to it, with their fix written:
-    each with what the variant read back (the value, and findings the written keys raise:
-    an unread key, a name the code lacks)."""
+    """Rules none of whose keys read back as Brax's with their fix written: each with what
+    the variant read back (the value, and findings the written keys raise: a value the code
+    replaces, an unread key, a name the code lacks). A value only nearer to Brax's is not
+    taken: the report recommends a spec edit only where it makes the key match."""
     status = {c.key: c for c in classified}
     by_rule: dict[str, list[Edit]] = {}
     for edit in edits.values():
@@ -464,10 +494,9 @@ def _did_not_take(edits: dict[str, Edit], classified: list[Classified], slm: Ext
     out = {}
     for rule, rule_edits in by_rule.items():
         keys = [k for e in rule_edits for k in e.keys]
-        if any(_closer(_value(slm_before.facts.get(k)), status[k].difference.slm_value,
-                       status[k].difference.brax_value) for k in keys if k in status and status[k].status != "unknown"):
+        if any(status[k].status == "match" for k in keys if k in status):
             continue
-        parts, where = [], []
+        parts, where, reasons, code_where = [], [], [], []
         for key in dict.fromkeys(keys):
             fact = slm.facts.get(key)
             shown = "unknown" if fact is None or fact.is_unknown else format_value(fact.value)
@@ -476,10 +505,81 @@ def _did_not_take(edits: dict[str, Edit], classified: list[Classified], slm: Ext
         for finding in slm.findings:
             if (finding.kind, finding.message) not in old and any(e.spec in finding.message for e in rule_edits):
                 parts.append(f"{finding.severity} {finding.kind}: {finding.message}")
-                where += [p for p in finding.provenance if p.path != spec_path]
+                lines = [p for p in finding.provenance if p.path != spec_path]
+                where += lines
+                if not reasons:
+                    reasons.append(_finding_reason(finding, rule_edits, slm))
+                    code_where = lines
         written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in rule_edits)
+        if not reasons:
+            key = keys[0]
+            fact = slm.facts.get(key)
+            shown = "unknown" if fact is None or fact.is_unknown else format_value(fact.value)
+            reasons.append(f"with `{written}` written, {key} reads back as {shown}, not Brax's "
+                           f"{format_value(status[key].difference.brax_value) if key in status else '?'}")
+            code_where = [p for p in (fact.provenance if fact else ()) if p.path != spec_path]
         out[rule] = Dropped(rule, rule_edits[0].rule_name, rule_edits,
-                            f"writing {written} does not take: " + "; ".join(parts), _unique(where))
+                            f"writing {written} does not take: " + "; ".join(parts), _unique(where),
+                            reasons[0], _unique(code_where))
+    return out
+
+
+def _refused(edits: dict[str, Edit], exc: Exception) -> Dropped | None:
+    """The rule whose written value SLM-Lab's spec reading refuses (its message names the
+    spec key), or None when it names none of them."""
+    culprit = next((e for e in reversed(list(edits.values())) if e.spec in str(exc)), None)
+    if culprit is None:
+        return None
+    rule_edits = [e for e in edits.values() if e.rule == culprit.rule]
+    message = re.sub(r"^.*?: line \d+: variant \S+: ", "", str(exc))
+    written = f"{culprit.spec}: {format_value(culprit.value)}"
+    return Dropped(culprit.rule, culprit.rule_name, rule_edits, f"writing {written} is refused: {message}", [],
+                   f"`{written}` is refused when the spec is read: {message}")
+
+
+def _finding_reason(finding: Any, rule_edits: list[Edit], slm: Extraction) -> str:
+    """A finding the written keys raise, as the reason their fix needs a code change."""
+    written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in rule_edits)
+    if finding.kind == "declared_not_effective":
+        edit = next(e for e in rule_edits if e.spec in finding.message)
+        ran = finding.message.rsplit("but the code runs ", 1)[-1]
+        fact = slm.facts.get(finding.key) if finding.key else None
+        who = "the batch guard" if fact is not None and "batch guard" in (fact.note or "") else "the code"
+        return f"{who} replaces `{edit.spec}: {format_value(edit.value)}` with {ran}"
+    if finding.kind == "unread_spec_key":
+        return f"`{written}` is not read: {finding.message}"
+    if finding.kind == "spec_code_mismatch":
+        return f"`{written}` names what the code lacks: {finding.message}"
+    return f"`{written}`: {finding.message}"
+
+
+def _breaks_training(edits: dict[str, Edit], slm: Extraction, slm_before: Extraction,
+                     lines: dict[str, set[int]], spec_path: str) -> dict[str, Dropped]:
+    """Rules whose written keys make the variant fail to train where its base does not (a
+    reason the base shares is not theirs): each found by the spec lines the failure names,
+    else by a written key's name in its message, else the fix written last."""
+    from brax_diff.extractors.slm import BLOCKING_KINDS
+
+    old = {(f.kind, f.message) for f in slm_before.findings}
+    new = [f for f in slm.findings if f.kind in BLOCKING_KINDS and f.severity == "ERROR"
+           and (f.kind, f.message) not in old]
+    out: dict[str, Dropped] = {}
+    for finding in sorted(new, key=lambda f: f.sort_key()):
+        spec_lines = {p.line for p in finding.provenance if p.path == spec_path}
+        rules = [e.rule for e in edits.values() if lines.get(e.spec, set()) & spec_lines]
+        # else the edit its message names (the last written of them: one at a time, the solver retries)
+        named = [e.rule for e in edits.values() if e.spec in finding.message
+                 or re.search(rf"\b{re.escape(e.spec.rsplit('.', 1)[-1])}\b", finding.message)]
+        rules = rules or named[-1:] or [list(edits.values())[-1].rule]
+        for rule in dict.fromkeys(rules):
+            if rule in out:
+                continue
+            rule_edits = [e for e in edits.values() if e.rule == rule]
+            written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in rule_edits)
+            code = _unique(p for p in finding.provenance if p.path != spec_path)
+            out[rule] = Dropped(rule, rule_edits[0].rule_name, rule_edits,
+                                f"writing {written} cannot train: {finding.message}", code,
+                                f"with `{written}` written the variant cannot train: {finding.message}", code)
     return out
 
 
@@ -489,11 +589,15 @@ def _unique(items: Iterable[Provenance]) -> list[Provenance]:
 
 def _written_lines(document: SpecDocument, solution: Solution) -> dict[str, set[int]]:
     """Each edit's lines in the new text: its written paths and everything below them."""
+    return _edit_lines(document, solution.text, solution.name, solution.edits)
+
+
+def _edit_lines(document: SpecDocument, text: str, name: str, edits: Iterable[Edit]) -> dict[str, set[int]]:
     from brax_diff.extractors.slm_spec import SpecFile
 
-    lines = SpecFile(solution.text, document.path, document.sets).resolve(solution.name).lines
+    lines = SpecFile(text, document.path, document.sets).resolve(name).lines
     out: dict[str, set[int]] = {}
-    for edit in solution.edits:
+    for edit in edits:
         for write in edit.writes:
             out.setdefault(edit.spec, set()).update(
                 line for path, line in lines.items() if path[:len(write.path)] == write.path)
@@ -548,6 +652,8 @@ def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extr
     status_after = {c.key: c.status for c in after}
     written = [{**edit.to_json(), "matches": [k for k in edit.keys if status_after.get(k) == "match"]}
                for edit in solution.edits]
+    # what the report's Fix column says of each key, from this same solution
+    keyed = outcomes(solution)
     return {
         "variant": solution.name,
         "base_variant": solution.base_variant,
@@ -561,6 +667,7 @@ def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extr
         "dropped": [{"rule": d.rule, "rule_name": d.rule_name, "why": d.why} for d in solution.dropped.values()],
         "rounds": solution.rounds,
         "settled": solution.settled,
+        "outcomes": keyed,
     }
 
 
@@ -640,6 +747,121 @@ def _why_introduced(brax_fact: Fact | None, slm_fact: Fact | None, c: Classified
     elif c.rule in solution.dropped:
         parts.append(solution.dropped[c.rule].why)
     return "; ".join(parts) or (c.rationale or "")
+
+
+# --------------------------------------------------------------------------------------
+# Outcomes: one per differing key, what the report's Fix column and recommended order say
+# --------------------------------------------------------------------------------------
+
+
+def _spec_summary(edits: Iterable[Edit]) -> str:
+    return "set " + ", ".join(f"`{e.spec}: {_shown_value(e.value)}`" for e in edits)
+
+
+def _shown_value(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def outcomes(solution: Solution) -> dict[str, dict]:
+    """Each key that differs before the fix (with a severity), and what the solver made of it:
+
+    * ``{"kind": "spec", "edits": [...], "summary": "set `a: v`", "moves": [...]}``: these
+      edits are written, the key reads back as Brax's and the variant still trains; ``moves``
+      lists the other keys the edits move to a value unlike Brax's (a new difference, or
+      another value of one);
+    * ``{"kind": "code", "summary": "code change", "reason": ..., "where": [...]}``: no spec
+      edit makes it match; ``reason`` says why (None: the rule's own fix is a code change),
+      ``where`` the SLM-Lab lines that decide it.
+
+    ``fix`` writes exactly the edits of the first kind; the report shows them (JSON-native)."""
+    after = {c.key: c for c in solution.after}
+    moved = _moves(solution)
+    out: dict[str, dict] = {}
+    for c in solution.before:
+        if c.severity is None or c.status in ("match", "unknown"):
+            continue
+        now = after.get(c.key)
+        taking = [e for e in solution.edits if c.key in e.keys]
+        if now is not None and now.status == "match" and not taking:  # another rule's edit moved it
+            by = set(_attributed(solution, now.difference.slm))
+            taking = [e for e in solution.edits if e.spec in by]
+        if now is not None and now.status == "match" and not taking:
+            out[c.key] = {"kind": "spec", "summary": "matches with the other spec edits written", "edits": [],
+                          "moves": [], "reason": None, "where": []}
+            continue
+        if now is not None and now.status == "match" and taking:
+            out[c.key] = {"kind": "spec", "summary": _spec_summary(taking),
+                          "edits": [{"spec": e.spec, "value": e.value, "rule": e.rule} for e in taking],
+                          "moves": sorted((m for e in taking for m in moved.get(e.spec, [])),
+                                          key=lambda m: m["key"]),
+                          "reason": None, "where": []}
+            continue
+        out[c.key] = {"kind": "code", "summary": "code change", "edits": [], "moves": [],
+                      **_code_reason(c, now, taking, solution)}
+    for outcome in out.values():  # a key two edits move is listed once per edit: once is enough
+        outcome["moves"] = list({m["key"]: m for m in outcome["moves"]}.values())
+    return out
+
+
+def _code_reason(c: Classified, now: Classified | None, taking: list[Edit], solution: Solution) -> dict:
+    """Why no spec edit fixes ``c`` (None: its rule's fix is a code change), and the lines."""
+    code = [p.to_json() for p in _code_lines(now.difference.slm if now else c.difference.slm, solution.spec_path)]
+    if c.rule in solution.dropped:
+        drop = solution.dropped[c.rule]
+        return {"reason": drop.reason or drop.why, "where": [p.to_json() for p in drop.reason_where[:3]] or code}
+    if c.key in solution.blocked:
+        rule, spec = solution.blocked[c.key]
+        edit = next((e for e in solution.edits if e.spec == spec), None)
+        value = f" to {format_value(edit.value)}" if edit is not None else ""
+        shown = _shown(now.difference.slm) if now is not None else "?"
+        return {"reason": f"its fix would set `{spec}`, which {rule}'s fix sets{value} (one value per spec key); "
+                          f"with it, {c.key} reads {shown}", "where": code}
+    if taking:
+        written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in taking)
+        shown = _shown(now.difference.slm) if now is not None else "?"
+        return {"reason": f"with `{written}` written, {c.key} reads back as {shown}, not Brax's "
+                          f"{format_value(c.difference.brax_value)}", "where": code}
+    if c.fix is not None and not c.fix.spec:
+        return {"reason": None, "where": code}
+    why = solution.inexpressible.get(c.key) or _writable(c)
+    if why is None:
+        why = "the fixes did not settle" if not solution.settled else "no fix the spec can express moved it"
+    return {"reason": why, "where": code}
+
+
+def _moves(solution: Solution) -> dict[str, list[dict]]:
+    """Spec key -> the keys its edit moves to a value unlike Brax's (matching before or not)."""
+    before = {c.key: c for c in solution.before}
+    out: dict[str, list[dict]] = {}
+    for c in solution.after:
+        old = before.get(c.key)
+        if c.status in ("match", "unknown") or old is None or not _moved(old.difference.slm, c.difference.slm):
+            continue
+        move = {"key": c.key, "brax": _value(c.difference.brax), "from": _value(old.difference.slm),
+                "to": _value(c.difference.slm)}
+        for spec in _attributed(solution, c.difference.slm) or [e.spec for e in solution.edits
+                                                                 if c.key in e.keys]:
+            out.setdefault(spec, []).append(move)
+    return out
+
+
+def report_outcomes(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *, spec: str,
+                    sets: dict[str, str] | None, mapping: dict | None, family: str | None, env: str | None,
+                    variant: str, brax: Extraction, slm_before: Extraction, table: RuleTable) -> dict:
+    """What `fix` makes of every fix of the report's scope (its variant, every fix the spec
+    can express), for the report: ``{"checked": True, "keys": {key: outcome}}`` (see
+    :func:`outcomes`), or ``{"checked": False, "why": ...}`` when the solver cannot run here
+    (the spec cannot be read back, a variant it cannot write)."""
+    try:
+        inputs = prepare(brax_extractor, slm_extractor_class, slm_snapshot, spec=spec, sets=sets, mapping=mapping,
+                         family=family, env=env, variant=variant, name=None, any_free_name=True, brax=brax,
+                         slm_before=slm_before)
+        solution = inputs.solve(table, FixScope("every fix the spec can express"))
+    except BraxDiffError as exc:
+        return {"checked": False, "why": str(exc)}
+    return {"checked": True, "keys": outcomes(solution)}
 
 
 # --------------------------------------------------------------------------------------
@@ -769,24 +991,26 @@ def check_spec_path(spec: str) -> str:
 
 def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *, spec: str,
             sets: dict[str, str] | None, mapping: dict | None, family: str | None, env: str | None,
-            variant: str | None, name: str | None, any_free_name: bool = False) -> FixInputs:
+            variant: str | None, name: str | None, any_free_name: bool = False,
+            brax: Extraction | None = None, slm_before: Extraction | None = None) -> FixInputs:
     """Extract both sides of the scope, read the spec, and make the function that reads a
     spec text with the new variant back (the new variant is mapped like its base).
     ``any_free_name``: where the default name is taken, the first free ``<variant>_brax<N>``
-    (verify reads the variant back and writes nothing, so its name is only a label)."""
+    (verify reads the variant back and writes nothing, so its name is only a label).
+    ``brax`` and ``slm_before``: the scope's extractions when the caller has them (the report)."""
     check_spec_path(spec)
     if env:
         family = brax_extractor.family_of(env)
-        brax = brax_extractor.env(env)
+        brax = brax if brax is not None else brax_extractor.env(env)
     else:
         if family not in brax_extractor.families():
             raise FixError(f"unknown family {family!r} (families: {', '.join(brax_extractor.families())})")
-        brax = brax_extractor.family(family)
+        brax = brax if brax is not None else brax_extractor.family(family)
     base = slm_extractor_class(slm_snapshot, spec=spec, sets=sets, mapping=mapping)
     chosen = variant or base.variant_for(family=family, env=env)
     if chosen not in base.variants():
         raise FixError(f"{spec}: no variant {chosen!r} (choose from: {', '.join(base.variants())})")
-    slm_before = base.variant(chosen)
+    slm_before = slm_before if slm_before is not None else base.variant(chosen)
     document = SpecDocument(slm_snapshot.read(spec), spec, sets)
     taken = set(document.spec_file.variants()) | set(document.top_level())
     if name is None and any_free_name:
@@ -954,6 +1178,7 @@ def render_json(model: dict) -> str:
     return dumps(model)
 
 
-__all__ = ["FixScope", "FixError", "OverlaySnapshot", "Solution", "choose_scope", "solve", "residual",
+__all__ = ["FixScope", "FixError", "OverlaySnapshot", "Solution", "choose_scope", "solve", "residual", "outcomes",
+           "report_outcomes",
            "options_for", "explain", "explain_model", "written_variant", "render_residual", "render_explain", "unified_diff",
            "render_json", "Edit"]

@@ -166,9 +166,11 @@ def _summary(classified: list[Classified]) -> dict:
     return counts
 
 
-def recommended_steps(classified: list[Classified]) -> list[dict]:
+def recommended_steps(classified: list[Classified], outcomes: dict[str, dict] | None = None) -> list[dict]:
     """The recommended order: one step per distinct fix, by severity then risk (low-risk
-    first within a severity, as the reference report orders its phases)."""
+    first within a severity, as the reference report orders its phases); `fix --phase N`
+    numbers them the same. ``outcomes`` (key -> :func:`fix_outcome`): each step lists its
+    keys' outcomes, keys with the same outcome together."""
     steps: list[dict] = []
     index: dict[tuple, dict] = {}
     for c in recommended_order(classified):
@@ -181,7 +183,42 @@ def recommended_steps(classified: list[Classified]) -> list[dict]:
                 "rule_name": c.rule_name, "keys": [c.key], "fix": fix}
         index[ident] = step
         steps.append(step)
+    if outcomes is not None:
+        for step in steps:
+            groups: dict[str, dict] = {}
+            for key in step["keys"]:
+                outcome = outcomes.get(key)
+                ident = json.dumps(outcome, sort_keys=True)
+                groups.setdefault(ident, {"keys": [], "outcome": outcome})["keys"].append(key)
+            step["outcomes"] = list(groups.values())
     return steps
+
+
+def _fixes_checked(fixes: dict | None) -> dict:
+    """Whether the fix solver checked this report's fixes, and why not."""
+    if fixes is None:
+        return {"checked": False, "why": "no fix solver ran for this report"}
+    return {"checked": bool(fixes.get("checked")), "why": fixes.get("why")}
+
+
+def fix_outcome(c: Classified, fixes: dict | None) -> dict | None:
+    """What the report says to do about ``c``: the fix solver's outcome (``brax-diff fix``,
+    :func:`brax_diff.fix.outcomes`) where it ran and covers the key; else the rule's fix,
+    a spec edit labelled unchecked ("kind": "unchecked", never a recommendation), a code
+    change as the rule says. None for a match or a key no rule covers."""
+    if c.severity is None or c.fix is None:
+        return None
+    if fixes is not None and fixes.get("checked") and c.key in fixes["keys"]:
+        return fixes["keys"][c.key]
+    if not c.fix.spec:
+        return {"kind": "code", "summary": "code change", "edits": [], "moves": [], "reason": None, "where": []}
+    if fixes is None:
+        why = "no fix solver ran for this report"
+    elif not fixes.get("checked"):
+        why = f"the fix solver cannot run here: {fixes['why']}"
+    else:
+        why = f"`brax-diff fix` does not write {c.key} into a spec variant (the run or the env builder sets it)"
+    return {"kind": "unchecked", "summary": c.fix.summary, "edits": [], "moves": [], "reason": why, "where": []}
 
 
 @dataclass(frozen=True)
@@ -331,24 +368,28 @@ def changes_since(previous: dict | None, model: dict) -> dict | None:
 def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
                  matrix: dict | None = None, previous: dict | None = None,
                  verification: dict | None = None, rules_origin: str = "shipped",
-                 results: tuple | None = None, against: dict | None = None) -> dict:
+                 results: tuple | None = None, against: dict | None = None, fixes: dict | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
-    ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given.
+    ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given;
     ``against``: the side compared with Brax when it is not SLM-Lab ({"side", "title", "reads"}):
-    the model names it, and no SLM-Lab spec fix is offered."""
+    the model names it, and no SLM-Lab spec fix is offered; ``fixes``: what the fix solver made
+    of the scope (:func:`brax_diff.fix.report_outcomes`; None: it did not run, and every spec
+    edit is labelled unchecked)."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
     keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
     classified = classify(compare(brax, slm, keys), table, fixes=against is None,
                           side="slm" if against is None else against["side"])
+    outcomes = {c.key: fix_outcome(c, fixes) for c in classified}
     model = {
         "schema": SCHEMA,
         "scope": dict(sorted(scope.items())),
         "sources": _sources(brax, slm),
         "brax": brax.to_json(),
         "slm": slm.to_json(),
-        "differences": [c.to_json() for c in classified],
+        "differences": [{**c.to_json(), "outcome": outcomes[c.key]} for c in classified],
         "summary": _summary(classified),
-        "recommended": recommended_steps(classified),
+        "fixes_checked": _fixes_checked(fixes),
+        "recommended": recommended_steps(classified, outcomes),
         "findings": _findings(brax, slm),
         "matrix": matrix,
         # Published scores joined with the matrix (a family report, --results): brax_diff.results.
@@ -482,8 +523,13 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
              verification: dict | None = None, rules_origin: str = "shipped",
              progress: Callable[[str], None] = lambda text: None, results: tuple | None = None,
-             brax_reference: str = "params", against: dict | None = None) -> dict:
+             brax_reference: str = "params", against: dict | None = None,
+             solve_fixes: Callable[..., dict] | None = None) -> dict:
     """The report model for one scope.
+
+    ``solve_fixes(brax=, slm=, family=, env=, variant=)``: runs `brax-diff fix`'s solver
+    on the scope (:func:`brax_diff.fix.report_outcomes`), so each Fix says what writing it
+    does; without it every spec edit is labelled unchecked.
 
     A family report compares the family's Brax config with the SLM-Lab variant mapped to
     the family (or ``variant``) and adds the matrix over the family's registered
@@ -523,8 +569,13 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
         matrix = env_matrix(rows, table)
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec, "brax_reference": brax_reference}
+    fixes = None
+    if solve_fixes is not None:
+        progress(f"{scope.name}: writing and reading back the fixes of {chosen}")
+        fixes = solve_fixes(brax=brax, slm=slm_variant(chosen), family=family, env=scope.env, variant=chosen)
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
-                        verification=verification, rules_origin=rules_origin, results=results, against=against)
+                        verification=verification, rules_origin=rules_origin, results=results, against=against,
+                        fixes=fixes)
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",

@@ -30,6 +30,7 @@ class ReportRun:
 
         self.snapshots, self.settings, self.table, self.variant = snapshots, settings, table, variant
         self.brax_reference = brax_reference
+        self.set_values, self.mapping = set_values, mapping
         self.step = step
         self.against = against
         BraxExtractor, SlmExtractor = extractor_classes
@@ -142,7 +143,8 @@ class ReportRun:
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
                          results=results, brax_reference=self.brax_reference,
-                         against=AGAINST.get(self.against))
+                         against=AGAINST.get(self.against),
+                         solve_fixes=self.solve_fixes if self.against == "slm" else None)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}
@@ -150,3 +152,50 @@ class ReportRun:
         if key is not None:
             self.reports.put(key, texts["md"], texts["json"])
         return texts, model, replaced
+
+    def solve_fixes(self, *, brax: Any, slm: Any, family: str, env: str | None, variant: str) -> dict:
+        """`brax-diff fix`'s solver on the scope (the report's Fix column and recommended
+        order): the variant with every fix the spec can express, written in memory and read
+        back by SLM-Lab's own extractor (:func:`brax_diff.fix.report_outcomes`)."""
+        def solve() -> dict:
+            from brax_diff.extractors.slm import SlmExtractor
+
+            from .fix import report_outcomes
+
+            return report_outcomes(self.brax, SlmExtractor, self.snapshots["slm"], spec=self.settings.spec,
+                                   sets=self.set_values, mapping=self.mapping, family=family, env=env,
+                                   variant=variant, brax=brax, slm_before=slm, table=self.table())
+
+        from .sources import Snapshot
+
+        snapshot = self.snapshots["slm"]
+        if self.cache is None or type(snapshot) is not Snapshot:  # a work tree's bytes are not a commit's
+            return solve()
+        # Kept in the fact cache like an extraction: by what it is made from (both extractions'
+        # values, the scope, the flags, brax-diff's code and rules) and the SLM-Lab blobs it read.
+        import hashlib
+
+        from .factcache import CachedResult, FactCache, _rebase_provenance
+        from .facts import dumps
+        from .render import _what_it_says
+        from .report_cache import code_digest, file_digest
+
+        def digest(extraction: Any) -> str:
+            return hashlib.sha256(dumps(_what_it_says(extraction.to_json())).encode()).hexdigest()
+
+        try:
+            rules = file_digest(self.settings.rules, "rules file")
+        except OSError:
+            return solve()
+        recipe = FactCache.recipe_key("report.fix_outcomes", code_digest(), {
+            "brax": digest(brax), "slm": digest(slm), "family": family, "env": env, "variant": variant,
+            "spec": self.settings.spec, "sets": self.set_values, "mapping": self.mapping, "rules": rules})
+        hit = self.cache.lookup(recipe, lambda side, paths: {p: snapshot.object_id(p) for p in paths})
+        if hit is not None and isinstance(hit.extraction, dict) and isinstance(hit.extraction.get("fixes"), dict):
+            moves = {(hit.repos.get("slm"), hit.commits.get("slm")): (snapshot.repository.web_url, snapshot.sha)}
+            return _rebase_provenance(hit.extraction["fixes"], moves)
+        answer = solve()
+        self.cache.store(recipe, CachedResult(reads={"slm": dict(snapshot.reads)}, commits={"slm": snapshot.sha},
+                                              repos={"slm": snapshot.repository.web_url},
+                                              extraction={"fixes": answer}, error=None))
+        return answer

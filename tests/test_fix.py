@@ -87,8 +87,10 @@ def test_output_writes_a_variant_whose_re_extraction_matches_brax_on_what_it_cha
     written = {w["spec"]: w["value"] for w in model["written"]}
     assert written["agent.algorithm.gamma"] == 0.99 and written["agent.net.clip_grad_val"] is None
     assert written["agent.net.critic_arc"] == [64, 64, 64] and written["env.num_envs"] == 64
-    # BD001's value follows BD003's envs: Brax's 7,680 transitions over 64 envs
-    assert written["agent.algorithm.time_horizon"] == 120
+    # BD001's value follows BD003's envs (Brax's 7,680 transitions over 64 envs: 120 steps), and the
+    # fixture's batch guard rounds 120 to 128: an edit that does not make the key match is not written
+    assert "agent.algorithm.time_horizon" not in written
+    assert "time_horizon: 120" in next(d["why"] for d in model["dropped"] if d["rule"] == "BD001")
     # each key it sets names its rule and the Brax line it follows
     assert "      gamma: 0.99  # BD033 discount: Brax mujoco_playground/config/dm_control_suite_params.py:" in text
     assert "    num_envs: 64  # BD003 parallel-envs: Brax " in text
@@ -97,7 +99,7 @@ def test_output_writes_a_variant_whose_re_extraction_matches_brax_on_what_it_cha
 def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upstreams, capsys, tmp_path):
     model = fix_json(upstreams, capsys, "--output", str(tmp_path / "spec.yaml"))
     groups = {name: {row["key"]: row for row in rows} for name, rows in model["residual"].items()}
-    assert set(groups["code_change"]) == {"unrolls_per_update", "transitions_per_update", "obs_norm_std_eps",
+    assert set(groups["code_change"]) == {"unrolls_per_update", "obs_norm_std_eps",
                                           "truncation", "gae_recompute", "obs_norm_update", "entropy_estimator",
                                           "action_distribution", "std_transform", "std_min", "std_max", "kernel_init"}
     # a code change names the SLM-Lab code that decides it
@@ -106,16 +108,19 @@ def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upst
     # a fix written that the code does not take is a code change too, with what reading it back showed
     assert "does not take" in groups["code_change"]["action_distribution"]["why"]
     assert "NormalTanh" in groups["code_change"]["action_distribution"]["why"]
-    # the fixture's batch guard rounds time_horizon 120 up to 128 (a multiple of the envs)
-    assert groups["code_change"]["transitions_per_update"]["slm"] == 8192
-    # BD001's longer horizon moves the GAE horizon away from Brax's 30 steps, as the issue says
+    # the fixture's batch guard rounds time_horizon 120 up to 128 (a multiple of the envs): BD001 is
+    # not written, and BD003's 64 envs alone take the batch to 64 x 64 (16 steps rounded to 64)
+    assert "the code runs 128" in groups["code_change"]["unrolls_per_update"]["why"]
+    assert groups["introduced"]["transitions_per_update"]["slm"] == 4096
+    # the envs' fix moves the GAE horizon further from Brax's 30 steps, through the guard
     gae = groups["introduced"]["gae_horizon"]
-    assert (gae["brax"], gae["slm_before"], gae["slm"]) == (30, 16, 128)
-    assert "agent.algorithm.time_horizon" in gae["by"]
-    assert set(groups["introduced"]) == {"unroll_length", "gae_horizon", "minibatch_transitions", "reward_scale_site"}
+    assert (gae["brax"], gae["slm_before"], gae["slm"]) == (30, 16, 64)
+    assert "env.num_envs" in gae["by"]
+    assert set(groups["introduced"]) == {"unroll_length", "gae_horizon", "transitions_per_update",
+                                         "minibatch_transitions", "reward_scale_site"}
     assert not groups["unknown"] and not groups["not_applied"]
-    assert {d["rule"] for d in model["dropped"]} == {"BD024", "BD027"}
-    assert model["settled"] and model["rounds"] == 3
+    assert {d["rule"] for d in model["dropped"]} == {"BD001", "BD002", "BD007", "BD024", "BD027"}
+    assert model["settled"] and model["rounds"] == 2
 
 
 def test_markdown_residual_and_the_same_bytes_every_time(upstreams, capsys, tmp_path):
@@ -128,9 +133,9 @@ def test_markdown_residual_and_the_same_bytes_every_time(upstreams, capsys, tmp_
     assert target.read_bytes() == written
     md = first[1]
     assert md.startswith("# brax-diff fix: ppo_fx_brax (ppo_fx with every fix the spec can express), dm_control\n")
-    assert "## Written: 15 spec key(s); 20 difference(s) now match Brax" in md
-    assert "### Needs a code change (12)" in md and "### Introduced by a fix (4)" in md
-    assert "| `gae_horizon` | `30` | `16` → `128` | `agent.algorithm.time_horizon`" in md
+    assert "## Written: 14 spec key(s); 20 difference(s) now match Brax" in md
+    assert "### Needs a code change (11)" in md and "### Introduced by a fix (5)" in md
+    assert "| `gae_horizon` | `30` | `16` → `64` | `env.num_envs`" in md
     assert f"SLM-Lab HEAD ({first_sha(upstreams)}), its {SPEC_PATH} read back from {tmp_path / 'a.yaml'}\n" in md
 
 
@@ -230,9 +235,12 @@ def test_phase_scope_is_one_step_of_the_recommended_order(upstreams, capsys, tmp
 
 def test_alternative_more_envs_keeps_brax_horizon_and_multiplies_the_envs(upstreams, capsys, tmp_path):
     model = fix_json(upstreams, capsys, "--alternative", "more-envs", "--output", str(tmp_path / "s.yaml"))
-    written = {w["spec"]: (w["value"], w["option"]) for w in model["written"] if w["rule"] == "BD001"}
-    assert written == {"env.num_envs": (256, "more-envs"), "agent.algorithm.time_horizon": (30, "more-envs")}
-    # BD003's own fix (num_envs: 64) is blocked: BD001's alternative owns env.num_envs
+    # Brax's 30 steps at 256 envs: the fixture's guard rounds the horizon to 256, so the
+    # alternative does not take either, and BD003's own fix (num_envs: 64) is written
+    assert not [w for w in model["written"] if w["rule"] == "BD001"]
+    assert next(d["why"] for d in model["dropped"] if d["rule"] == "BD001").startswith(
+        "writing env.num_envs: 256, agent.algorithm.time_horizon: 30 does not take")
+    assert {w["spec"]: w["value"] for w in model["written"]}["env.num_envs"] == 64
     assert model["scope"]["fixes"] == "every fix the spec can express; BD001 more-envs"
 
 
@@ -243,12 +251,10 @@ def test_explain_sets_each_option_residual_side_by_side(upstreams, capsys):
     model = json.loads(out)
     assert model["rule"] == "BD001"
     assert [c["option"] for c in model["options"]] == ["longer-horizon", "more-envs"]
-    assert [[(w["spec"], w["value"]) for w in c["written"]] for c in model["options"]] == [
-        [("agent.algorithm.time_horizon", 120)],
-        [("env.num_envs", 256), ("agent.algorithm.time_horizon", 30)]]
+    # the fixture's guard rounds either option's horizon: neither is written (each a code change)
+    assert [[(w["spec"], w["value"]) for w in c["written"]] for c in model["options"]] == [[], []]
     rows = {row["key"]: row for row in model["rows"]}
-    assert [c["slm"] for c in rows["num_envs"]["cells"]] == [None, 256]
-    assert [c["group"] for c in rows["num_envs"]["cells"]] == ["match", "introduced"]
+    assert [c["group"] for c in rows["transitions_per_update"]["cells"]] == ["introduced", "introduced"]
     assert "truncation" in {r["key"] for r in model["same_in_every_option"]}
     assert (upstreams["slm"] / SPEC_PATH).read_text() == ORIGINAL  # --explain writes nothing
     code, md, _ = run_fix(upstreams, capsys, "--family", "dm_control", "--explain", "transitions_per_update",
@@ -360,11 +366,12 @@ def test_verify_all_fixes_is_the_variant_fix_writes_for_the_same_scope(fresh, ca
         assert arm_settings(plan, "all_fixes") == {**arm_settings(plan, "baseline"), "discount": 0.99,
                                                    "value_loss_coef": 0.25}
     else:
-        assert arm_settings(plan, "all_fixes")["unroll_length"] == 128  # time_horizon 120, rounded by the guard
+        # no horizon is written (the guard rounds 120 to 128); 64 envs take its 16 steps to 64
+        assert arm_settings(plan, "all_fixes")["unroll_length"] == 64
         ablations = {a["key"]: a for a in plan["ablations"]}
         assert ablations["truncation"]["action"] == "not_in_spec"
         assert ablations["unroll_length"]["action"] == "variant"
-        assert ablations["unroll_length"]["reason"] == "the written variant sets 128"
+        assert ablations["unroll_length"]["reason"] == "the written variant sets 64"
 
 
 def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
