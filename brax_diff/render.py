@@ -117,7 +117,8 @@ def fact_cell(fact: dict | None) -> str:
         return "**unknown**"
     out = linked(fact["value"], fact.get("provenance"))
     if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
-        out += f" (declared `{md_cell(format_value(fact['declared']))}`)"
+        # The spec asks for another value than the code runs: an IMPORTANT finding names the override.
+        out += f" (declared `{md_cell(format_value(fact['declared']))}`; 🟠 **IMPORTANT**: the code overrides it)"
     return out
 
 

@@ -272,8 +272,8 @@ class _VariantFacts:
     def _declared_not_effective(self) -> None:
         """A spec value the code replaces before it acts (a batch guard's rounding, a scheduler
         that takes 0.0 for unset, an env that ignores its reward scale): each fact whose
-        ``declared`` differs from its value gives a WARNING naming the spec line and the code
-        lines that override it. Facts with the same cause share one finding; derived facts
+        ``declared`` differs from its value gives an IMPORTANT finding naming both values and
+        the code lines that override it (what trains is not what the spec says). Facts with the same cause share one finding; derived facts
         (no ``spec:`` key of their own) are explained by their inputs' findings."""
         explained = {f.key for f in self.out.findings if f.kind == "declared_not_effective"}
         causes: dict[tuple, list[Fact]] = {}
@@ -287,13 +287,16 @@ class _VariantFacts:
             code_at = tuple(p for p in fact.provenance if p != spec_at)
             causes.setdefault((dotted, repr(fact.declared), repr(fact.value), code_at), []).append(fact)
         for (dotted, _, _, code_at), facts in causes.items():  # the lines are the finding's provenance
-            self.find("declared_not_effective", "WARNING",
+            overriding = sorted({f"{p.path}:{p.line}" for p in code_at})
+            self.find("declared_not_effective", "IMPORTANT",
                       f"{', '.join(f.key for f in facts)}: the spec asks for {facts[0].declared!r} ({dotted}), "
-                      f"but the code runs {facts[0].value!r}", (self.at_spec(dotted), *code_at), facts[0].key)
+                      f"but the code runs {facts[0].value!r}"
+                      + (f" (overridden at {', '.join(overriding)})" if overriding else ""),
+                      (self.at_spec(dotted), *code_at), facts[0].key)
 
     def _ignored_sets(self) -> None:
         """A ``--set KEY=VALUE`` (SLM-Lab's ``-s``) is text put in place of ``${KEY}``: a variant
-        that writes the value itself where the others write ``${KEY}`` ignores it. A WARNING
+        that writes the value itself where the others write ``${KEY}`` ignores it. An IMPORTANT finding
         names the set and the variant's line; on ``env.max_frame`` the run's length keeps the
         variant's value with the set one as ``declared``."""
         spec_file = self.owner.spec_file
@@ -314,7 +317,7 @@ class _VariantFacts:
                 self.out.add(Fact(fact.key, fact.value, fact.provenance,
                                   f"{fact.note}; --set {key}={given} is ignored" if fact.note else None,
                                   declared if declared != fact.value else None))
-            self.find("declared_not_effective", "WARNING",
+            self.find("declared_not_effective", "IMPORTANT",
                       f"--set {key}={given} is ignored by {self.spec.name}: the variant has no ${{{key}}}"
                       + (f"; {shown}" if shown else ""), where, "training_env_steps" if max_frame else None)
 

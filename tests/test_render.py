@@ -302,3 +302,26 @@ def test_long_floats_print_short_in_markdown_and_whole_in_json():
     assert format_value(1.6487212707001282) == "1.649"
     assert format_value(0.006737946999085467) == "0.006738"
     assert format_value(0.033) == "0.033" and format_value(1e-08) == "1e-08"
+
+
+def test_a_declared_value_the_code_overrides_is_important_in_its_row_and_in_the_findings():
+    from brax_diff.facts import Fact, Finding, Provenance
+
+    slm = slm_extraction()
+    spec_line = Provenance("https://github.com/kengz/SLM-Lab", SLM_SHA, SPEC, 40)
+    guard = Provenance("https://github.com/kengz/SLM-Lab", SLM_SHA, "slm_lab/agent/algorithm/ppo.py", 77)
+    fact = slm.facts["unroll_length"]
+    slm.add(Fact("unroll_length", fact.value, (spec_line, guard), fact.note, declared=fact.value + 7))
+    slm.find(Finding("declared_not_effective", "IMPORTANT",
+                     f"unroll_length: the spec asks for {fact.value + 7} (agent.algorithm.time_horizon), but the code "
+                     f"runs {fact.value} (overridden at slm_lab/agent/algorithm/ppo.py:77)", (spec_line, guard),
+                     "unroll_length"))
+    md = render_markdown(model(slm=slm))
+    row = next(line for line in section(md, "## Topics").splitlines() if line.startswith("| `unroll_length` |"))
+    assert f"(declared `{fact.value + 7}`; 🟠 **IMPORTANT**: the code overrides it)" in row
+    findings = section(md, "## Findings")
+    assert ("| SLM-Lab | 🟠 **IMPORTANT** | declared_not_effective | unroll_length: the spec asks for "
+            f"{fact.value + 7}") in findings
+    assert "| SLM-Lab | WARNING | spec_code_inconsistency |" in findings  # other kinds unchanged
+    # Findings sort by severity: the IMPORTANT one before the WARNING.
+    assert findings.index("declared_not_effective") < findings.index("spec_code_inconsistency")
