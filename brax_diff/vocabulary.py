@@ -101,6 +101,13 @@ _KEYS = (
         "When advantages and value targets are computed: `per_minibatch` inside the loss, with the value "
         "parameters of that gradient step; `per_update` once per update, before its epochs, and then held fixed.",
         ("per_minibatch", "per_update")),
+    Key("advantage_form", "advantages", "enum", "",
+        "What the advantage in the policy loss is, before any normalization: `gae`, the backward sum of discounted "
+        "TD errors, A_t = delta_t + gamma * lambda * A_{t+1} (Schulman et al. 2016, eq. 16); `vtrace_pg`, one reward "
+        "plus the discounted lambda-return of the next step, A_t = r_t + gamma * G_{t+1} - V(s_t) = delta_t + gamma * "
+        "A^GAE_{t+1} (IMPALA's policy-gradient advantage, Espeholt et al. 2018, with V-trace's c = lambda): lambda "
+        "is not applied to the first step of the trace. Normalization is `advantage_normalization`'s.",
+        ("gae", "vtrace_pg")),
     Key("discount", "discount", "float", "", "Discount factor gamma."),
     Key("advantage_normalization", "advantages", "bool", "", "Advantages standardized before the policy loss."),
     Key("advantage_normalization_scope", "advantages", "enum", "",

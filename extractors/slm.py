@@ -637,6 +637,7 @@ class _VariantFacts:
             why = f"train() calls no {code.MATH_UTIL} calc_gaes() the engine follows"
             self.unknown("gae_recompute", why)
             self.unknown("truncation", why)
+            self.unknown("advantage_form", why)
             return
         record = records[gaes[0]]
         loop = [i for i, r in enumerate(records) if r.name in ("split_minibatch", "train_step")]
@@ -651,6 +652,47 @@ class _VariantFacts:
                                           "loss to a train_step): a schedule the extractor does not read",
                          [self.run.where(record)])
         self._truncation(record)
+        self._advantage_form(record)
+
+    def _advantage_form(self, record) -> None:
+        """calc_gaes run once more: its TD errors ``deltas`` (a reward summand) and the backward
+        recursion over them, ``delta_t + gamma * lam * (...) * A_{t+1}`` (a local of its loop), whose
+        values fill the array it returns: the advantages the policy loss takes."""
+        key = "advantage_form"
+        rewards = self.run.argument(record, "rewards")
+        gamma, lam = self.run.argument(record, "gamma"), self.run.argument(record, "lam")
+        _, frame = self.run.engine.run(record.callee, *record.args, **record.kwargs)
+        deltas = frame.locals.get("deltas") if frame is not None else None
+        where = [self.run.where(record)]
+        if rewards is None or deltas is None or not any(p is rewards for p in semantics.summands(deltas)):
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL} computes no TD errors `deltas` from its rewards", where)
+            return
+        rate = (flow.plain(gamma) * flow.plain(lam) if gamma is not None and lam is not None and flow.is_const(gamma)
+                and flow.is_const(lam) else None)
+
+        def from_deltas(v: flow.V) -> bool:  # deltas[t]
+            data = semantics.unwrapped(v).data
+            return isinstance(data, flow.Sym) and data.op == "item" and bool(data.args) and data.args[0] is deltas
+
+        def rate_factor(v: flow.V) -> bool:  # the constant gamma * lam (the loop's first pass multiplies by A = 0)
+            return any(flow.is_const(x) and isinstance(x.data, float) and math.isclose(x.data, rate, rel_tol=1e-9)
+                       for x in semantics.walk(v))
+
+        def recursion_step(v: flow.V) -> bool:  # delta_t + gamma * lam x ... x A_(t+1)
+            parts = flow.terms(v)
+            rest = [p for p in parts if not from_deltas(p)]
+            return rate is not None and len(parts) == 2 and len(rest) == 1 and rate_factor(rest[0])
+
+        steps = [o for v in frame.locals.values() if v is not deltas
+                 for o in (v.data.options if isinstance(v.data, flow.Phi) else [v]) if recursion_step(o)]
+        if not steps:
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: no backward recursion delta_t + gamma * lam * A_(t+1) "
+                              "over its `deltas`: a shape the extractor does not read", where)
+            return
+        lines = sorted(p for p in set(deltas.lines) | set(steps[0].lines) | semantics.product_lines(steps[0])
+                       if p.path != self.spec.path) + where
+        self.add(key, "gae", lines, "calc_gaes returns the backward sum of the TD errors `deltas` "
+                                    "(delta_t + gamma * lam * A_(t+1)): the policy loss takes these advantages")
 
     def _truncation(self, record) -> None:
         """calc_gaes run once more on the arguments train() gives it: the term of ``deltas`` that

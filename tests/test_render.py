@@ -46,8 +46,8 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     assert diffs["transitions_per_update"]["fix"]["value"] == 480
     # clip_epsilon_final (0.3 vs 0.2) differs with clip_epsilon; the schedules and entropy_coef_final match
     # and lr_decay_steps (Brax constant, SLM-Lab decaying over 1e8 frames) is MINOR
-    # 6 setup keys match; std_max (a cap above the action range) is MINOR
-    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 16, "match": 26, "unknown": 0}
+    # 6 setup keys match; std_max (a cap above the action range) and advantage_form (lambda 0.95) are MINOR
+    assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 17, "match": 26, "unknown": 0}
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -226,7 +226,7 @@ def test_fail_on_threshold_selects_differences_at_or_above():
     m = model()
     assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
     assert len(worst_at_or_above(m, "IMPORTANT")) == 13
-    assert len(worst_at_or_above(m, "MINOR")) == 29  # clip_epsilon_final and lr_decay_steps among them
+    assert len(worst_at_or_above(m, "MINOR")) == 30  # clip_epsilon_final, lr_decay_steps, advantage_form among them
 
 
 def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
