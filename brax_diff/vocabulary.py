@@ -21,6 +21,11 @@ class Key:
     # Decided per environment on at least one side: a family report compares it in the
     # environment matrix only (the family's own config does not decide it).
     per_environment: bool = False
+    # A dependent key: when ``fold_when`` (a rule predicate, brax_diff/rules.py, on the
+    # comparison of this key) holds, its difference is ``fold_into``'s seen again, and it is
+    # listed in that key's row instead of counted as a row of its own (one difference, one row).
+    fold_into: str | None = None
+    fold_when: object = None
 
 
 # The reference report's 13 topics, in its order.
@@ -43,6 +48,11 @@ TOPICS: tuple[tuple[str, str], ...] = (
 )
 TOPIC_TITLES = dict(TOPICS)
 
+def _BOTH_CONSTANT(schedule: str) -> dict:  # noqa: N802 (reads as the condition it builds)
+    """The predicate "``schedule`` is constant on both sides"."""
+    return {"other": {schedule: {"all_of": [{"brax_is": "constant"}, {"slm_is": "constant"}]}}}
+
+
 _KEYS = (
     # -- batch collection ----------------------------------------------------------
     Key("num_envs", "batch", "int", "envs", "Environments stepped in parallel during collection."),
@@ -61,8 +71,11 @@ _KEYS = (
     Key("gae_horizon", "advantages", "int", "env steps", "Length of the segments GAE runs over."),
     # -- reward --------------------------------------------------------------------
     Key("reward_scale", "reward", "float", "", "Multiplier on rewards before GAE."),
-    Key("reward_scale_site", "reward", "enum", "", "Where the reward multiplier is applied.",
-        ("loss", "env", "none")),
+    Key("reward_scale_site", "reward", "enum", "",
+        "Where the reward multiplier is applied. A scale of 1 applies nowhere: when either side's `reward_scale` is "
+        "1, a different site is that scale's difference, listed in `reward_scale`'s row.",
+        ("loss", "env", "none"), fold_into="reward_scale",
+        fold_when={"other": {"reward_scale": {"any_of": [{"brax_is": 1.0}, {"slm_is": 1.0}]}}}),
     # -- observations ---------------------------------------------------------------
     Key("obs_normalization", "observations", "bool", "", "Observations standardized by running statistics."),
     Key("obs_norm_method", "observations", "enum", "", "How the running statistics are kept.",
@@ -133,7 +146,9 @@ _KEYS = (
     Key("entropy_schedule", "entropy", "enum", "", "How the entropy coefficient moves.",
         ("constant", "linear_decay", "other")),
     Key("entropy_coef_final", "entropy", "float", "",
-        "Entropy coefficient at the end of its schedule (entropy_coef when constant)."),
+        "Entropy coefficient at the end of its schedule (entropy_coef when constant: with both schedules "
+        "constant, a difference here is `entropy_coef`'s, listed in its row).",
+        fold_into="entropy_coef", fold_when=_BOTH_CONSTANT("entropy_schedule")),
     Key("entropy_estimator", "entropy", "enum", "",
         "How the entropy in the bonus is computed: `analytic`, the closed form of the action distribution; "
         "`sampled_squashed`, the Gaussian's closed form plus tanh's log-det-Jacobian at one sampled action, a "
@@ -162,7 +177,9 @@ _KEYS = (
     Key("clip_epsilon_schedule", "clip_epsilon", "enum", "", "How the clip range moves during training.",
         ("constant", "linear_decay", "other")),
     Key("clip_epsilon_final", "clip_epsilon", "float", "",
-        "Clip range at the end of its schedule (clip_epsilon when constant)."),
+        "Clip range at the end of its schedule (clip_epsilon when constant: with both schedules constant, a "
+        "difference here is `clip_epsilon`'s, listed in its row).",
+        fold_into="clip_epsilon", fold_when=_BOTH_CONSTANT("clip_epsilon_schedule")),
     # -- training setup (per environment) ----------------------------------------------
     Key("episode_length", "setup", "int", "env steps",
         "Env steps (agent decisions) before the time limit truncates an episode: an episode's return sums at most "
@@ -185,6 +202,7 @@ _KEYS = (
 
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
 PER_ENVIRONMENT = frozenset(k.name for k in _KEYS if k.per_environment)
+FOLDS = {k.name: (k.fold_into, k.fold_when) for k in _KEYS if k.fold_into is not None}
 
 
 def topic_of(key: str) -> str:

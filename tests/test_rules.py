@@ -458,3 +458,42 @@ def test_malformed_alternatives_are_one_line_config_errors(tmp_path, fix, messag
         load_rules(path)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+# -- one difference, one row (issue 22 item 2) ----------------------------------------------------
+def test_a_constant_clip_range_is_one_row_with_its_final_value_listed_in_it():
+    rows = classified()  # clip range 0.3 vs 0.2, constant on both sides
+    assert "clip_epsilon_final" not in rows
+    assert rows["entropy_coef_final"].status == "match"  # a match is no difference: nothing to fold
+    assert [d.key for d in rows["clip_epsilon"].folded] == ["clip_epsilon_final"]
+    assert (rows["clip_epsilon"].severity, rows["clip_epsilon"].rule) == ("IMPORTANT", "BD032")
+    row = rows["clip_epsilon"].to_json()
+    assert row["folded"][0]["key"] == "clip_epsilon_final" and (row["folded"][0]["brax"],
+                                                               row["folded"][0]["slm"]) == (0.3, 0.2)
+    assert "folded" not in rows["discount"].to_json()  # a key with nothing folded keeps its shape
+
+
+def test_a_real_schedule_difference_keeps_its_own_row():
+    slm = slm_extraction({"clip_epsilon_schedule": "linear_decay", "clip_epsilon_final": 0.0})
+    rows = classified(slm=slm)
+    assert rows["clip_epsilon_final"].status == "differs" and rows["clip_epsilon_final"].severity is not None
+    assert rows["clip_epsilon_schedule"].status == "differs"
+    assert rows["clip_epsilon"].folded == ()
+
+
+def test_a_reward_scale_of_one_applies_nowhere_so_its_site_is_the_scales_difference():
+    brax = brax_extraction({"reward_scale": 1.0, "reward_scale_site": "none"})  # Brax scales nothing
+    rows = classified(brax=brax)  # SLM-Lab: 10 in the env
+    assert "reward_scale_site" not in rows
+    assert [d.key for d in rows["reward_scale"].folded] == ["reward_scale_site"]
+    assert rows["reward_scale"].status == "differs"
+    # both scale by 10, one in the loss and one in the env: where it applies is its own difference
+    both = classified()
+    assert both["reward_scale"].status == "match" and both["reward_scale_site"].status == "differs"
+    assert both["reward_scale"].folded == ()
+
+
+def test_the_environment_matrix_counts_a_folded_key_once():
+    from brax_diff.rules import folded_keys
+    diffs = compare(brax_extraction(), slm_extraction())
+    assert folded_keys(diffs) == {"clip_epsilon_final": "clip_epsilon"}
