@@ -189,6 +189,21 @@ _KEYS = (
         "Times each action is applied (and its rewards summed) per env step.", per_environment=True),
     Key("training_env_steps", "setup", "int", "env steps",
         "Env steps of the whole training run, all envs together (Brax `num_timesteps`, SLM-Lab `max_frame`)."),
+    Key("num_resets_per_eval", "setup", "int", "resets",
+        "Times every training env is reset, all together, between two evaluations (Brax `num_resets_per_eval`: "
+        "each reset starts all episodes afresh; 0: envs reset only when their episode ends, SLM-Lab's vector "
+        "envs).", per_environment=True),
+    Key("eval_interval_env_steps", "setup", "int", "env steps",
+        "Env steps of training between two scores of the run, all envs together, in the unit of "
+        "`training_env_steps` (Brax: `num_timesteps` split into max(num_evals - 1, 1) epochs of whole training "
+        "steps; SLM-Lab: `meta.eval_frequency` frames with `meta.rigorous_eval`, else `meta.log_frequency`, "
+        "where it logs the training episodes' returns). Fewer steps between scores: more points on the learning "
+        "curve, and a final score taken nearer the end.", per_environment=True),
+    Key("eval_policy", "setup", "enum", "",
+        "What a score is the return of: fresh episodes of the policy's mode (`deterministic`) or of actions "
+        "sampled from it (`sampled`) in an evaluation env, or the episodes training itself runs, sampled "
+        "while the policy learns (`training_episodes`: SLM-Lab without `meta.rigorous_eval`).",
+        ("deterministic", "sampled", "training_episodes"), per_environment=True),
     Key("policy_obs_keys", "setup", "str", "",
         "The observation group the policy network sees (`state` for an observation that is not a dict).",
         per_environment=True),

@@ -261,6 +261,7 @@ class _VariantFacts:
         self._value_and_advantages()
         self._net()
         self._budget()
+        self._evaluation()
         for key in SETUP_KEYS:  # what the env builder makes of each environment: SlmExtractor.setup
             self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by the env builder "
                                                      "(see the environment matrix)"))
@@ -332,6 +333,74 @@ class _VariantFacts:
                          "pattern_not_found")
             return
         self.add("training_env_steps", int(value), at, note)
+
+    # -- evaluation protocol -------------------------------------------------------------------
+    def _evaluation(self) -> None:
+        """How a session scores the run (``slm_lab/experiment/control.py``): with
+        ``meta.rigorous_eval`` a separate env every ``meta.eval_frequency`` frames, running the
+        policy's samples; without, the training env itself, whose episodes' returns are logged
+        every ``meta.log_frequency`` frames. ``run_rl`` resets a vector env only when its episodes
+        end (its own resets are for a single env)."""
+        keys = ("eval_policy", "eval_interval_env_steps", "num_resets_per_eval")
+        ev = self.tree.ask(code.read_evaluation)
+        if ev is None:
+            for key in keys:
+                self.unknown(key, f"{code.CONTROL} not found: the session's scoring is not read")
+            return
+        rigorous, rigorous_at, _ = self.setting("meta.rigorous_eval", ev.rigorous_default)
+        control = self.snapshot.where(code.CONTROL, 1)
+        if rigorous_at is None or not isinstance(rigorous, (bool, int)):
+            why = (f"{code.CONTROL} reads no rigorous_eval with a literal default"
+                   if rigorous_at is None else f"meta.rigorous_eval is {rigorous!r}")
+            for key in ("eval_policy", "eval_interval_env_steps"):
+                self.unknown(key, why, (rigorous_at or control,))
+        else:
+            self._eval_policy(ev, bool(rigorous), rigorous_at)
+            self._eval_interval(ev, bool(rigorous), rigorous_at)
+        guarded = ev.loop is not None and ev.loop_resets and all(r.value for r in ev.loop_resets)
+        if ev.loop is None or not (guarded or not ev.loop_resets):
+            self.unknown("num_resets_per_eval", f"{code.CONTROL} run_rl: the training loop resets the env in a "
+                                                "shape the extractor does not read", (control,))
+            return
+        self.add("num_resets_per_eval", 0, [self.at_code(ev.loop), *(self.at_code(r) for r in ev.loop_resets)],
+                 "run_rl's loop resets the env only when it is not a vector env: a Playground vector env resets "
+                 "each episode as it ends, never all together")
+
+    def _eval_policy(self, ev: code.EvalCode, rigorous: bool, rigorous_at: Provenance) -> None:
+        if not rigorous:
+            if ev.shared_env is None:
+                self.unknown("eval_policy", f"{code.CONTROL}: without rigorous_eval, no `self.eval_env = self.env`: "
+                                            "which env is scored is not read", (rigorous_at,))
+                return
+            self.add("eval_policy", "training_episodes", [rigorous_at, self.at_code(ev.shared_env)],
+                     "rigorous_eval off: the session scores the training env's own episodes (sampled actions, "
+                     "while the policy learns)")
+            return
+        if ev.sampler is None:
+            self.unknown("eval_policy", f"{code.POLICY_UTIL} sample_action: no action_pd.sample() found",
+                         (rigorous_at,))
+            return
+        self.add("eval_policy", "sampled", [rigorous_at, self.at_code(ev.sampler)],
+                 "rigorous_eval on: a separate eval env runs the agent's act, which samples the action "
+                 "(policy_util.sample_action)")
+
+    def _eval_interval(self, ev: code.EvalCode, rigorous: bool, rigorous_at: Provenance) -> None:
+        name = "eval_frequency" if rigorous else "log_frequency"
+        default = ev.frequency_defaults.get(name)
+        if self.spec.has(f"meta.{name}") and ev.frequency_from_meta is not None:
+            value, at, note = self.spec.get(f"meta.{name}"), self.at_spec(f"meta.{name}"), f"spec: meta.{name}"
+        elif default is not None:
+            value, at, note = default.value, self.at_code(default), f"default in code (spec: meta.{name} absent)"
+        else:
+            self.unknown("eval_interval_env_steps", f"{code.ENV_INIT} _set_env_attributes sets no {name} default",
+                         (rigorous_at,))
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+            self.unknown("eval_interval_env_steps", f"meta.{name} is {value!r}, not a number of frames", (at,))
+            return
+        self.add("eval_interval_env_steps", int(value), [at, rigorous_at],
+                 f"{note}: the session scores every {name} frames (rigorous_eval "
+                 f"{'on' if rigorous else 'off'})")
 
     # -- can it train at this ref? ---------------------------------------------------------
     def _runnability(self) -> None:
