@@ -209,7 +209,7 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
     built = []
     for row in rows:
         slm = row.slm or Extraction("slm", {}, {})
-        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table, fixes=False)}))
+        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table, fixes=False, fold=True)}))
     built.sort(key=lambda item: item[0].env)
 
     def cell(c: Classified | None) -> dict | None:
@@ -337,7 +337,7 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
     keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
-    classified = classify(compare(brax, slm, keys), table)
+    classified = classify(compare(brax, slm, keys), table, fold=True)  # one difference, one row
     model = {
         "schema": SCHEMA,
         "scope": dict(sorted(scope.items())),

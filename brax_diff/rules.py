@@ -913,14 +913,16 @@ def folded_keys(differences: Iterable[Difference]) -> dict[str, str]:
     return out
 
 
-def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True) -> list[Classified]:
+def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True,
+             fold: bool = False) -> list[Classified]:
     """Apply the table to each difference, in the given order; ``fixes=False`` leaves every
     fix out (the environment matrix shows severities only, and rendering fixes was most of
-    its cost). A dependent key whose difference is its parent's seen again (vocabulary
-    ``fold_into``) is no row of its own: it is listed in the parent's row (``folded``)."""
+    its cost). ``fold`` (the report's rows): a dependent key whose difference is its parent's
+    seen again (vocabulary ``fold_into``) is no row of its own but listed in the parent's row
+    (``folded``); without it every key is classified (``fix`` checks each key it writes)."""
     differences = list(differences)
     by_key = {d.key: d for d in differences}
-    folds = folded_keys(differences)
+    folds = folded_keys(differences) if fold else {}
     out = []
     for d in differences:
         if d.key in folds:
