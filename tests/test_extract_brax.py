@@ -80,7 +80,11 @@ def test_defaults_give_every_key_from_the_code(repos):
         # This train() takes no episode_length or action_repeat, and num_timesteps has no default.
         "episode_length": None, "action_repeat": None, "training_env_steps": None,
         "policy_obs_keys": "state", "value_obs_keys": "state", "physics_backend": None,
+        # nor num_evals, num_resets_per_eval or deterministic_eval: the evaluation protocol is not read
+        "num_resets_per_eval": None, "eval_interval_env_steps": None, "eval_policy": None,
     }
+    assert old.facts["eval_policy"].unknown == ("eval_policy: neither the config nor the signature sets "
+                                                "train(deterministic_eval=...)")
     assert old.unknown_keys() == ["training_env_steps"]  # the per-environment keys are left to each env
     assert old.scope == {"family": None, "env": None}
     assert old.facts["obs_norm_method"].declared == "welford"  # the statistics kept, unused
