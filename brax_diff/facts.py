@@ -29,9 +29,10 @@ from typing import Any, Iterable
 JSONValue = Any  # None | bool | int | float | str | list[JSONValue]
 
 # Finding severities. ERROR: the inputs contradict themselves (a spec naming code that
-# does not exist); WARNING: something the tool could not read, or a dead override;
-# INFO: worth knowing, changes nothing.
-SEVERITIES = ("ERROR", "WARNING", "INFO")
+# does not exist); IMPORTANT: the inputs ask for one thing and the code runs another (a
+# spec value the code overrides), which changes what trains; WARNING: something the tool
+# could not read, or a dead override; INFO: worth knowing, changes nothing.
+SEVERITIES = ("ERROR", "IMPORTANT", "WARNING", "INFO")
 
 
 @dataclass(frozen=True, order=True)

@@ -648,7 +648,7 @@ def residual(solution: Solution, slm_after: Extraction | None = None, brax: Extr
         groups[group].append(row)
     old_findings = {(f.kind, f.message) for f in solution.slm_before.findings}
     added = [f.to_json() for f in slm.findings
-             if (f.kind, f.message) not in old_findings and f.severity in ("ERROR", "WARNING")]
+             if (f.kind, f.message) not in old_findings and f.severity in ("ERROR", "IMPORTANT", "WARNING")]
     status_after = {c.key: c.status for c in after}
     written = [{**edit.to_json(), "matches": [k for k in edit.keys if status_after.get(k) == "match"]}
                for edit in solution.edits]

@@ -117,7 +117,8 @@ def fact_cell(fact: dict | None) -> str:
         return "**unknown**"
     out = linked(fact["value"], fact.get("provenance"))
     if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
-        out += f" (declared `{md_cell(format_value(fact['declared']))}`)"
+        # The spec asks for another value than the code runs: an IMPORTANT finding names the override.
+        out += f" (declared `{md_cell(format_value(fact['declared']))}`; 🟠 **IMPORTANT**: the code overrides it)"
     return out
 
 
@@ -245,7 +246,7 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
     built = []
     for row in rows:
         slm = row.slm or Extraction("slm", {}, {})
-        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table, fixes=False)}))
+        built.append((row, {c.key: c for c in classify(compare(row.brax, slm), table, fixes=False, fold=True)}))
     built.sort(key=lambda item: item[0].env)
 
     def cell(c: Classified | None) -> dict | None:
@@ -377,7 +378,7 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
     edit is labelled unchecked)."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
     keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
-    classified = classify(compare(brax, slm, keys), table, fixes=against is None,
+    classified = classify(compare(brax, slm, keys), table, fixes=against is None, fold=True,  # one difference, one row
                           side="slm" if against is None else against["side"])
     outcomes = {c.key: fix_outcome(c, fixes) for c in classified}
     model = {

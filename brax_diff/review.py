@@ -107,8 +107,12 @@ def _difference_moves(old: dict, new: dict, report: str) -> list[Move]:
     before = {d["key"]: d for d in old.get("differences", [])}
     after = {d["key"]: d for d in new.get("differences", [])}
     order = [d["key"] for d in new.get("differences", [])] + [k for k in before if k not in after]
+    # A key folded into its parent's row (one difference, one row) moves with that row.
+    folded = {f["key"] for model in (old, new) for d in model.get("differences", []) for f in d.get("folded", [])}
     out = []
     for key in order:
+        if key in folded:
+            continue
         was, now = before.get(key), after.get(key)
         values, links = [], []
         for side, title in SIDES:
@@ -121,7 +125,7 @@ def _difference_moves(old: dict, new: dict, report: str) -> list[Move]:
             known = all((d or {}).get(side) is not None for d in (was, now) for side, _ in SIDES)
             sides = tuple((title, _value(was[side]), _value(now[side])) for side, title in SIDES) if known else ()
             out.append(Move("value", report, key, _scope_name(new), tuple(values), sides, _state(was), _state(now),
-                            tuple(links), rows=((None, f"| `{key}` |"),)))
+                            tuple(links), rows=((None, f"| `{key}` "),)))  # "|" or the keys folded in it
     return out
 
 

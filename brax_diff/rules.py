@@ -45,7 +45,7 @@ from .io import read_text
 from .limits import LimitExceeded, load_json, load_yaml, load_yaml_node, yaml_error_line
 from .sandbox import TemplateLimit, check_template, render_bounded, sandbox
 from .severity import SEVERITIES, at_or_above, severity_rank  # noqa: F401 (re-exported)
-from .vocabulary import KEYS, TOPIC_TITLES
+from .vocabulary import FOLDS, KEYS, TOPIC_TITLES
 
 # Severities, most severe first. A match has none.
 # Risk of applying a fix, lowest first: the recommended order takes low-risk fixes first
@@ -802,6 +802,9 @@ class Classified:
     fix: Fix | None = None
     risk: Risk | None = None
     references: tuple[Reference, ...] = field(default_factory=tuple)
+    # Dependent keys whose difference is this one's seen again (vocabulary ``fold_into``):
+    # listed in this row, not counted as rows of their own.
+    folded: tuple[Difference, ...] = ()
 
     @property
     def key(self) -> str:
@@ -816,8 +819,11 @@ class Classified:
         return self.difference.status
 
     def to_json(self) -> dict:
+        folded = {"folded": [{"key": f.key, "status": f.status, "brax": f.brax_value, "slm": f.slm_value,
+                              "reason": f.reason} for f in self.folded]} if self.folded else {}
         return {
             **self.difference.to_json(),
+            **folded,
             "severity": self.severity,
             "rule": self.rule,
             "rule_name": self.rule_name,
@@ -902,21 +908,49 @@ def render_alternative(template: FixTemplate, alternative: FixAlternative, ctx: 
     return out
 
 
-def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True,
-             side: str = "slm") -> list[Classified]:
-    """Apply the table to each difference, in the given order; ``fixes=False`` leaves every
-    fix out (the environment matrix shows severities only, and rendering fixes was most of
-    its cost). ``side``: the side compared with Brax; a rule written for other sides
-    (``sides:``) still classifies, and its rationale says whom it was written for."""
+@functools.lru_cache(maxsize=None)
+def _fold_condition(key: str) -> Predicate:
+    into, when = FOLDS[key]
+    return compile_predicate(when, f"vocabulary {key}.fold_when")
+
+
+def folded_keys(differences: Iterable[Difference]) -> dict[str, str]:
+    """Dependent key -> the key whose row it is listed in: a difference (or unknown) of a key
+    the vocabulary folds, where its condition holds and the parent key is compared too."""
     differences = list(differences)
     by_key = {d.key: d for d in differences}
+    out = {}
+    for d in differences:
+        if d.key not in FOLDS or d.status == "match" or FOLDS[d.key][0] not in by_key:
+            continue
+        if _fold_condition(d.key)(Context(d, by_key)):
+            out[d.key] = FOLDS[d.key][0]
+    return out
+
+
+def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool = True,
+             fold: bool = False, side: str = "slm") -> list[Classified]:
+    """Apply the table to each difference, in the given order; ``fixes=False`` leaves every
+    fix out (the environment matrix shows severities only, and rendering fixes was most of
+    its cost). ``fold`` (the report's rows): a dependent key whose difference is its parent's
+    seen again (vocabulary ``fold_into``) is no row of its own but listed in the parent's row
+    (``folded``); without it every key is classified (``fix`` checks each key it writes).
+    ``side``: the side compared with Brax; a rule written for other sides (``sides:``) still
+    classifies, and its rationale says whom it was written for."""
+    differences = list(differences)
+    by_key = {d.key: d for d in differences}
+    folds = folded_keys(differences) if fold else {}
     out = []
     for d in differences:
+        if d.key in folds:
+            continue
+        folded = tuple(by_key[k] for k, into in sorted(folds.items()) if into == d.key)
         rule = table.rule_for(d.key)
         ctx = Context(d, by_key)
         if rule is None:
             severity = None if d.status in ("match", "unknown") else DEFAULT_SEVERITY
-            out.append(Classified(d, severity, because=None if severity is None else "no rule covers this key"))
+            out.append(Classified(d, severity, because=None if severity is None else "no rule covers this key",
+                                  folded=folded))
             continue
         severity, because = rule.severity(ctx)
         out.append(Classified(
@@ -930,6 +964,7 @@ def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool
             fix=None if severity is None or not fixes else render_fix(rule.fix, ctx),
             risk=rule.risk,
             references=tuple(table.references[r] for r in rule.references),
+            folded=folded,
         ))
     return out
 

@@ -21,6 +21,11 @@ class Key:
     # Decided per environment on at least one side: a family report compares it in the
     # environment matrix only (the family's own config does not decide it).
     per_environment: bool = False
+    # A dependent key: when ``fold_when`` (a rule predicate, brax_diff/rules.py, on the
+    # comparison of this key) holds, its difference is ``fold_into``'s seen again, and it is
+    # listed in that key's row instead of counted as a row of its own (one difference, one row).
+    fold_into: str | None = None
+    fold_when: object = None
 
 
 # The reference report's 13 topics, in its order.
@@ -43,6 +48,11 @@ TOPICS: tuple[tuple[str, str], ...] = (
 )
 TOPIC_TITLES = dict(TOPICS)
 
+def _BOTH_CONSTANT(schedule: str) -> dict:  # noqa: N802 (reads as the condition it builds)
+    """The predicate "``schedule`` is constant on both sides"."""
+    return {"other": {schedule: {"all_of": [{"brax_is": "constant"}, {"slm_is": "constant"}]}}}
+
+
 _KEYS = (
     # -- batch collection ----------------------------------------------------------
     Key("num_envs", "batch", "int", "envs", "Environments stepped in parallel during collection."),
@@ -61,8 +71,11 @@ _KEYS = (
     Key("gae_horizon", "advantages", "int", "env steps", "Length of the segments GAE runs over."),
     # -- reward --------------------------------------------------------------------
     Key("reward_scale", "reward", "float", "", "Multiplier on rewards before GAE."),
-    Key("reward_scale_site", "reward", "enum", "", "Where the reward multiplier is applied.",
-        ("loss", "env", "none")),
+    Key("reward_scale_site", "reward", "enum", "",
+        "Where the reward multiplier is applied. A scale of 1 applies nowhere: when either side's `reward_scale` is "
+        "1, a different site is that scale's difference, listed in `reward_scale`'s row.",
+        ("loss", "env", "none"), fold_into="reward_scale",
+        fold_when={"other": {"reward_scale": {"any_of": [{"brax_is": 1.0}, {"slm_is": 1.0}]}}}),
     # -- observations ---------------------------------------------------------------
     Key("obs_normalization", "observations", "bool", "", "Observations standardized by running statistics."),
     Key("obs_norm_method", "observations", "enum", "", "How the running statistics are kept.",
@@ -101,6 +114,13 @@ _KEYS = (
         "When advantages and value targets are computed: `per_minibatch` inside the loss, with the value "
         "parameters of that gradient step; `per_update` once per update, before its epochs, and then held fixed.",
         ("per_minibatch", "per_update")),
+    Key("advantage_form", "advantages", "enum", "",
+        "What the advantage in the policy loss is, before any normalization: `gae`, the backward sum of discounted "
+        "TD errors, A_t = delta_t + gamma * lambda * A_{t+1} (Schulman et al. 2016, eq. 16); `vtrace_pg`, one reward "
+        "plus the discounted lambda-return of the next step, A_t = r_t + gamma * G_{t+1} - V(s_t) = delta_t + gamma * "
+        "A^GAE_{t+1} (IMPALA's policy-gradient advantage, Espeholt et al. 2018, with V-trace's c = lambda): lambda "
+        "is not applied to the first step of the trace. Normalization is `advantage_normalization`'s.",
+        ("gae", "vtrace_pg")),
     Key("discount", "discount", "float", "", "Discount factor gamma."),
     Key("advantage_normalization", "advantages", "bool", "", "Advantages standardized before the policy loss."),
     Key("advantage_normalization_scope", "advantages", "enum", "",
@@ -126,7 +146,9 @@ _KEYS = (
     Key("entropy_schedule", "entropy", "enum", "", "How the entropy coefficient moves.",
         ("constant", "linear_decay", "other")),
     Key("entropy_coef_final", "entropy", "float", "",
-        "Entropy coefficient at the end of its schedule (entropy_coef when constant)."),
+        "Entropy coefficient at the end of its schedule (entropy_coef when constant: with both schedules "
+        "constant, a difference here is `entropy_coef`'s, listed in its row).",
+        fold_into="entropy_coef", fold_when=_BOTH_CONSTANT("entropy_schedule")),
     Key("entropy_estimator", "entropy", "enum", "",
         "How the entropy in the bonus is computed: `analytic`, the closed form of the action distribution; "
         "`sampled_squashed`, the Gaussian's closed form plus tanh's log-det-Jacobian at one sampled action, a "
@@ -155,7 +177,9 @@ _KEYS = (
     Key("clip_epsilon_schedule", "clip_epsilon", "enum", "", "How the clip range moves during training.",
         ("constant", "linear_decay", "other")),
     Key("clip_epsilon_final", "clip_epsilon", "float", "",
-        "Clip range at the end of its schedule (clip_epsilon when constant)."),
+        "Clip range at the end of its schedule (clip_epsilon when constant: with both schedules constant, a "
+        "difference here is `clip_epsilon`'s, listed in its row).",
+        fold_into="clip_epsilon", fold_when=_BOTH_CONSTANT("clip_epsilon_schedule")),
     # -- training setup (per environment) ----------------------------------------------
     Key("episode_length", "setup", "int", "env steps",
         "Env steps (agent decisions) before the time limit truncates an episode: an episode's return sums at most "
@@ -165,6 +189,21 @@ _KEYS = (
         "Times each action is applied (and its rewards summed) per env step.", per_environment=True),
     Key("training_env_steps", "setup", "int", "env steps",
         "Env steps of the whole training run, all envs together (Brax `num_timesteps`, SLM-Lab `max_frame`)."),
+    Key("num_resets_per_eval", "setup", "int", "resets",
+        "Times every training env is reset, all together, between two evaluations (Brax `num_resets_per_eval`: "
+        "each reset starts all episodes afresh; 0: envs reset only when their episode ends, SLM-Lab's vector "
+        "envs).", per_environment=True),
+    Key("eval_interval_env_steps", "setup", "int", "env steps",
+        "Env steps of training between two scores of the run, all envs together, in the unit of "
+        "`training_env_steps` (Brax: `num_timesteps` split into max(num_evals - 1, 1) epochs of whole training "
+        "steps; SLM-Lab: `meta.eval_frequency` frames with `meta.rigorous_eval`, else `meta.log_frequency`, "
+        "where it logs the training episodes' returns). Fewer steps between scores: more points on the learning "
+        "curve, and a final score taken nearer the end.", per_environment=True),
+    Key("eval_policy", "setup", "enum", "",
+        "What a score is the return of: fresh episodes of the policy's mode (`deterministic`) or of actions "
+        "sampled from it (`sampled`) in an evaluation env, or the episodes training itself runs, sampled "
+        "while the policy learns (`training_episodes`: SLM-Lab without `meta.rigorous_eval`).",
+        ("deterministic", "sampled", "training_episodes"), per_environment=True),
     Key("policy_obs_keys", "setup", "str", "",
         "The observation group the policy network sees (`state` for an observation that is not a dict).",
         per_environment=True),
@@ -178,6 +217,7 @@ _KEYS = (
 
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
 PER_ENVIRONMENT = frozenset(k.name for k in _KEYS if k.per_environment)
+FOLDS = {k.name: (k.fold_into, k.fold_when) for k in _KEYS if k.fold_into is not None}
 
 
 def topic_of(key: str) -> str:

@@ -193,6 +193,7 @@ class _Derivation:
         "_advantages": ("gae_lambda", "discount", "advantage_normalization", "advantage_normalization_scope"),
         "_truncation": ("truncation",),
         "_gae_recompute": ("gae_recompute",),
+        "_advantage_form": ("advantage_form",),
         "_optimizer": ("learning_rate", "adam_eps", "lr_schedule", "lr_final_factor", "max_grad_norm"),
         "_grad_clip_scope": ("grad_clip_scope",),
         "_entropy": ("entropy_coef", "entropy_schedule", "entropy_coef_final"),
@@ -723,6 +724,29 @@ class _Derivation:
         self.add("gae_recompute", "per_minibatch", (self.run_.at(gae[0]), self.code.at(TRAIN, scan[0])),
                  note="compute_ppo_loss runs compute_gae, and minibatch_step runs the loss once per minibatch"
                       + (", with the value network's current params" if current else ""))
+
+    def _advantage_form(self) -> None:
+        """The advantages compute_gae returns to the loss (run by the engine): made from the scan's
+        backward recursion alone (GAE), or one reward plus the next step's lambda-return."""
+        keys = ("advantage_form",)
+        _, calls = self.loss_run(keys)
+        gae = [c for c in calls if c.name == "compute_gae" and isinstance(c.callee.data, flow.Function)]
+        if not gae:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() is not called in compute_ppo_loss()")
+        record = gae[0]
+        rewards = self.run_.argument(record, "rewards", 2)
+        result = semantics.elements(record.result)
+        if rewards is None or len(result) != 2:
+            raise PatternNotFound(keys, LOSSES, "compute_gae() does not take rewards and return (vs, advantages)")
+        advantages = result[1]
+        form = semantics.advantage_form(advantages, rewards, lambda v: bool(semantics.calls_of(v, "scan")))
+        if form is None:
+            raise PatternNotFound(keys, LOSSES, f"compute_gae() returns advantages `{flow.describe(advantages)}`: "
+                                                "neither the GAE recursion nor a reward plus the next lambda-return")
+        lines = {p for p in semantics.product_lines(advantages) | set(advantages.lines) if p.path == LOSSES}
+        note = ("compute_gae's advantages are r_t + discount * vs_{t+1} - V(s_t), vs the lambda-returns of its scan"
+                if form == "vtrace_pg" else "compute_gae's advantages are the scan's backward sum of TD errors")
+        self.add("advantage_form", form, tuple(sorted(lines)) + (self.run_.at(record),), note=note)
 
     # -- optimizer --------------------------------------------------------------------
     def _optimizer(self) -> None:

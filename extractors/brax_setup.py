@@ -18,6 +18,9 @@ from .playground_env import EnvConfigs
 FROM_TRAIN = {"training_env_steps": "num_timesteps", "episode_length": "episode_length",
               "action_repeat": "action_repeat"}
 FROM_NETWORK = {"policy_obs_keys": "policy_obs_key", "value_obs_keys": "value_obs_key"}
+# The evaluation protocol: train()'s parameters (brax/training/agents/ppo/train.py), as train() uses them.
+EVAL_INTERVAL_INPUTS = ("num_timesteps", "num_evals", "num_resets_per_eval", "batch_size", "unroll_length",
+                        "num_minibatches", "action_repeat")
 
 
 def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | None,
@@ -25,6 +28,7 @@ def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | 
     """``impl``: the backend a training script forces on the environment (train-script)."""
     out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
     out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
+    out += evaluation_facts(train)
     if reference == "train-script" and env is not None:
         out.append(_fact("physics_backend", impl, "registry.load(config_overrides={'impl': ...})"))
     elif reference != "params":  # the environment's own config is read for Playground's configs only
@@ -54,3 +58,44 @@ def _physics(family: str | None, env: str | None, env_configs: EnvConfigs | None
         return Fact("physics_backend", None, found.provenance, unknown=f"physics_backend: {found.unknown}")
     return Fact("physics_backend", str(found.value), found.provenance,
                 f"{env}'s default config (impl); Playground's learning/train_jax_ppo.py overrides it with --impl")
+
+
+def evaluation_facts(train: Scope) -> list[Fact]:
+    """How Brax scores a run: ``num_resets_per_eval`` (the training envs reset that many times per
+    evaluation epoch), ``eval_policy`` (``Evaluator(..., make_policy(deterministic=deterministic_eval))``
+    runs fresh episodes of the policy's mode or of samples) and ``eval_interval_env_steps``, the env
+    steps between two evaluations: train() splits num_timesteps into max(num_evals - 1, 1) epochs of
+    whole training steps, each ``batch_size * unroll_length * num_minibatches * action_repeat`` env
+    steps, run ``max(num_resets_per_eval, 1)`` times (``num_training_steps_per_epoch``)."""
+    out = [_fact("num_resets_per_eval", train.get("num_resets_per_eval"), "train(num_resets_per_eval=...)")]
+    deterministic = _fact("eval_policy", train.get("deterministic_eval"), "train(deterministic_eval=...)")
+    if not deterministic.is_unknown and not isinstance(deterministic.value, bool):
+        deterministic = Fact("eval_policy", None, deterministic.provenance,
+                             unknown=f"eval_policy: deterministic_eval is {deterministic.value!r}, not a bool")
+    elif not deterministic.is_unknown:
+        deterministic = Fact("eval_policy", "deterministic" if deterministic.value else "sampled",
+                             deterministic.provenance, f"train(deterministic_eval={deterministic.value}): the "
+                             "evaluator runs fresh episodes of the policy's " +
+                             ("mode" if deterministic.value else "samples") + f"; {deterministic.note}")
+    out.append(deterministic)
+    out.append(_eval_interval(train))
+    return out
+
+
+def _eval_interval(train: Scope) -> Fact:
+    key = "eval_interval_env_steps"
+    values, provenance = {}, []
+    for name in EVAL_INTERVAL_INPUTS:
+        fact = _fact(key, train.get(name), f"train({name}=...)")
+        if fact.is_unknown or not isinstance(fact.value, int) or isinstance(fact.value, bool):
+            why = fact.unknown.split(": ", 1)[1] if fact.is_unknown else f"{name} is {fact.value!r}"
+            return Fact(key, None, fact.provenance, unknown=f"{key}: from train()'s {name}: {why}")
+        values[name] = fact.value
+        provenance.extend(fact.provenance)
+    per_step = values["batch_size"] * values["unroll_length"] * values["num_minibatches"] * values["action_repeat"]
+    resets = max(values["num_resets_per_eval"], 1)
+    epochs = max(values["num_evals"] - 1, 1)
+    steps_per_epoch = -(-values["num_timesteps"] // (epochs * per_step * resets))  # ceil, as train() rounds up
+    return Fact(key, steps_per_epoch * per_step * resets, tuple(sorted(set(provenance))),
+                f"train(): {values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {epochs} epochs of whole "
+                f"training steps ({per_step:,} env steps each, x max(num_resets_per_eval, 1) = {resets})")

@@ -153,3 +153,45 @@ def constructor_field(instance: V, name: str) -> V | None:
         _, kwargs = data.args
         return kwargs.get(name)
     return None
+
+
+def unwrapped(v: V) -> V:
+    """``v`` through calls that keep elements in place (``stop_gradient(x)`` -> x)."""
+    while flow.call_name(v) in ELEMENTWISE and flow.call_operand(v) is not None:
+        v = flow.call_operand(v)
+    return v
+
+
+def summands(v: V) -> list[V]:
+    """The terms of a sum, each through calls that keep elements in place, a negated term as its operand."""
+    out = []
+    for term in flow.terms(unwrapped(v)):
+        data = term.data
+        if isinstance(data, flow.Sym) and data.op == "neg" and data.args:
+            term = data.args[0]
+        out.append(unwrapped(term))
+    return out
+
+
+def unmasked(v: V) -> V | None:
+    """The one factor of a product that is not a mask ``1 - x`` (``(r + ...) * (1 - t)`` -> r + ...)."""
+    rest = [a for a in factors(v) if one_minus(a) is None]
+    return rest[0] if len(rest) == 1 else None
+
+
+def advantage_form(advantages: V, rewards: V, recursion: Callable[[V], bool]) -> str | None:
+    """What an advantage estimate is made of, masks set aside: ``vtrace_pg`` when it is
+    ``r_t + gamma * G_{t+1} - V(s_t)`` with ``G`` the lambda-returns the recursion makes (a reward
+    summand beside a term of the recursion); ``gae`` when it is the recursion itself, with no
+    reward summand of its own (the sum of discounted TD errors). None for another shape.
+    ``recursion(v)``: whether ``v`` is made from the backward recursion over the TD errors."""
+    body = unmasked(advantages)
+    if body is None:
+        return None
+    parts = summands(body)
+    direct_reward = any(p is rewards for p in parts)
+    if direct_reward and any(recursion(p) for p in parts if p is not rewards):
+        return "vtrace_pg"
+    if not direct_reward and recursion(body):
+        return "gae"
+    return None

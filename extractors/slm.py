@@ -261,6 +261,7 @@ class _VariantFacts:
         self._value_and_advantages()
         self._net()
         self._budget()
+        self._evaluation()
         for key in SETUP_KEYS:  # what the env builder makes of each environment: SlmExtractor.setup
             self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by the env builder "
                                                      "(see the environment matrix)"))
@@ -272,8 +273,8 @@ class _VariantFacts:
     def _declared_not_effective(self) -> None:
         """A spec value the code replaces before it acts (a batch guard's rounding, a scheduler
         that takes 0.0 for unset, an env that ignores its reward scale): each fact whose
-        ``declared`` differs from its value gives a WARNING naming the spec line and the code
-        lines that override it. Facts with the same cause share one finding; derived facts
+        ``declared`` differs from its value gives an IMPORTANT finding naming both values and
+        the code lines that override it (what trains is not what the spec says). Facts with the same cause share one finding; derived facts
         (no ``spec:`` key of their own) are explained by their inputs' findings."""
         explained = {f.key for f in self.out.findings if f.kind == "declared_not_effective"}
         causes: dict[tuple, list[Fact]] = {}
@@ -287,13 +288,16 @@ class _VariantFacts:
             code_at = tuple(p for p in fact.provenance if p != spec_at)
             causes.setdefault((dotted, repr(fact.declared), repr(fact.value), code_at), []).append(fact)
         for (dotted, _, _, code_at), facts in causes.items():  # the lines are the finding's provenance
-            self.find("declared_not_effective", "WARNING",
+            overriding = sorted({f"{p.path}:{p.line}" for p in code_at})
+            self.find("declared_not_effective", "IMPORTANT",
                       f"{', '.join(f.key for f in facts)}: the spec asks for {facts[0].declared!r} ({dotted}), "
-                      f"but the code runs {facts[0].value!r}", (self.at_spec(dotted), *code_at), facts[0].key)
+                      f"but the code runs {facts[0].value!r}"
+                      + (f" (overridden at {', '.join(overriding)})" if overriding else ""),
+                      (self.at_spec(dotted), *code_at), facts[0].key)
 
     def _ignored_sets(self) -> None:
         """A ``--set KEY=VALUE`` (SLM-Lab's ``-s``) is text put in place of ``${KEY}``: a variant
-        that writes the value itself where the others write ``${KEY}`` ignores it. A WARNING
+        that writes the value itself where the others write ``${KEY}`` ignores it. An IMPORTANT finding
         names the set and the variant's line; on ``env.max_frame`` the run's length keeps the
         variant's value with the set one as ``declared``."""
         spec_file = self.owner.spec_file
@@ -314,7 +318,7 @@ class _VariantFacts:
                 self.out.add(Fact(fact.key, fact.value, fact.provenance,
                                   f"{fact.note}; --set {key}={given} is ignored" if fact.note else None,
                                   declared if declared != fact.value else None))
-            self.find("declared_not_effective", "WARNING",
+            self.find("declared_not_effective", "IMPORTANT",
                       f"--set {key}={given} is ignored by {self.spec.name}: the variant has no ${{{key}}}"
                       + (f"; {shown}" if shown else ""), where, "training_env_steps" if max_frame else None)
 
@@ -329,6 +333,74 @@ class _VariantFacts:
                          "pattern_not_found")
             return
         self.add("training_env_steps", int(value), at, note)
+
+    # -- evaluation protocol -------------------------------------------------------------------
+    def _evaluation(self) -> None:
+        """How a session scores the run (``slm_lab/experiment/control.py``): with
+        ``meta.rigorous_eval`` a separate env every ``meta.eval_frequency`` frames, running the
+        policy's samples; without, the training env itself, whose episodes' returns are logged
+        every ``meta.log_frequency`` frames. ``run_rl`` resets a vector env only when its episodes
+        end (its own resets are for a single env)."""
+        keys = ("eval_policy", "eval_interval_env_steps", "num_resets_per_eval")
+        ev = self.tree.ask(code.read_evaluation)
+        if ev is None:
+            for key in keys:
+                self.unknown(key, f"{code.CONTROL} not found: the session's scoring is not read")
+            return
+        rigorous, rigorous_at, _ = self.setting("meta.rigorous_eval", ev.rigorous_default)
+        control = self.snapshot.where(code.CONTROL, 1)
+        if rigorous_at is None or not isinstance(rigorous, (bool, int)):
+            why = (f"{code.CONTROL} reads no rigorous_eval with a literal default"
+                   if rigorous_at is None else f"meta.rigorous_eval is {rigorous!r}")
+            for key in ("eval_policy", "eval_interval_env_steps"):
+                self.unknown(key, why, (rigorous_at or control,))
+        else:
+            self._eval_policy(ev, bool(rigorous), rigorous_at)
+            self._eval_interval(ev, bool(rigorous), rigorous_at)
+        guarded = ev.loop is not None and ev.loop_resets and all(r.value for r in ev.loop_resets)
+        if ev.loop is None or not (guarded or not ev.loop_resets):
+            self.unknown("num_resets_per_eval", f"{code.CONTROL} run_rl: the training loop resets the env in a "
+                                                "shape the extractor does not read", (control,))
+            return
+        self.add("num_resets_per_eval", 0, [self.at_code(ev.loop), *(self.at_code(r) for r in ev.loop_resets)],
+                 "run_rl's loop resets the env only when it is not a vector env: a Playground vector env resets "
+                 "each episode as it ends, never all together")
+
+    def _eval_policy(self, ev: code.EvalCode, rigorous: bool, rigorous_at: Provenance) -> None:
+        if not rigorous:
+            if ev.shared_env is None:
+                self.unknown("eval_policy", f"{code.CONTROL}: without rigorous_eval, no `self.eval_env = self.env`: "
+                                            "which env is scored is not read", (rigorous_at,))
+                return
+            self.add("eval_policy", "training_episodes", [rigorous_at, self.at_code(ev.shared_env)],
+                     "rigorous_eval off: the session scores the training env's own episodes (sampled actions, "
+                     "while the policy learns)")
+            return
+        if ev.sampler is None:
+            self.unknown("eval_policy", f"{code.POLICY_UTIL} sample_action: no action_pd.sample() found",
+                         (rigorous_at,))
+            return
+        self.add("eval_policy", "sampled", [rigorous_at, self.at_code(ev.sampler)],
+                 "rigorous_eval on: a separate eval env runs the agent's act, which samples the action "
+                 "(policy_util.sample_action)")
+
+    def _eval_interval(self, ev: code.EvalCode, rigorous: bool, rigorous_at: Provenance) -> None:
+        name = "eval_frequency" if rigorous else "log_frequency"
+        default = ev.frequency_defaults.get(name)
+        if self.spec.has(f"meta.{name}") and ev.frequency_from_meta is not None:
+            value, at, note = self.spec.get(f"meta.{name}"), self.at_spec(f"meta.{name}"), f"spec: meta.{name}"
+        elif default is not None:
+            value, at, note = default.value, self.at_code(default), f"default in code (spec: meta.{name} absent)"
+        else:
+            self.unknown("eval_interval_env_steps", f"{code.ENV_INIT} _set_env_attributes sets no {name} default",
+                         (rigorous_at,))
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+            self.unknown("eval_interval_env_steps", f"meta.{name} is {value!r}, not a number of frames", (at,))
+            return
+        self.add("eval_interval_env_steps", int(value), [at, rigorous_at],
+                 f"{note}: the session scores every {name} frames (rigorous_eval "
+                 f"{'on' if rigorous else 'off'})")
 
     # -- can it train at this ref? ---------------------------------------------------------
     def _runnability(self) -> None:
@@ -654,6 +726,7 @@ class _VariantFacts:
             why = f"train() calls no {code.MATH_UTIL} calc_gaes() the engine follows"
             self.unknown("gae_recompute", why)
             self.unknown("truncation", why)
+            self.unknown("advantage_form", why)
             return
         record = records[gaes[0]]
         loop = [i for i, r in enumerate(records) if r.name in ("split_minibatch", "train_step")]
@@ -668,6 +741,47 @@ class _VariantFacts:
                                           "loss to a train_step): a schedule the extractor does not read",
                          [self.run.where(record)])
         self._truncation(record)
+        self._advantage_form(record)
+
+    def _advantage_form(self, record) -> None:
+        """calc_gaes run once more: its TD errors ``deltas`` (a reward summand) and the backward
+        recursion over them, ``delta_t + gamma * lam * (...) * A_{t+1}`` (a local of its loop), whose
+        values fill the array it returns: the advantages the policy loss takes."""
+        key = "advantage_form"
+        rewards = self.run.argument(record, "rewards")
+        gamma, lam = self.run.argument(record, "gamma"), self.run.argument(record, "lam")
+        _, frame = self.run.engine.run(record.callee, *record.args, **record.kwargs)
+        deltas = frame.locals.get("deltas") if frame is not None else None
+        where = [self.run.where(record)]
+        if rewards is None or deltas is None or not any(p is rewards for p in semantics.summands(deltas)):
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL} computes no TD errors `deltas` from its rewards", where)
+            return
+        rate = (flow.plain(gamma) * flow.plain(lam) if gamma is not None and lam is not None and flow.is_const(gamma)
+                and flow.is_const(lam) else None)
+
+        def from_deltas(v: flow.V) -> bool:  # deltas[t]
+            data = semantics.unwrapped(v).data
+            return isinstance(data, flow.Sym) and data.op == "item" and bool(data.args) and data.args[0] is deltas
+
+        def rate_factor(v: flow.V) -> bool:  # the constant gamma * lam (the loop's first pass multiplies by A = 0)
+            return any(flow.is_const(x) and isinstance(x.data, float) and math.isclose(x.data, rate, rel_tol=1e-9)
+                       for x in semantics.walk(v))
+
+        def recursion_step(v: flow.V) -> bool:  # delta_t + gamma * lam x ... x A_(t+1)
+            parts = flow.terms(v)
+            rest = [p for p in parts if not from_deltas(p)]
+            return rate is not None and len(parts) == 2 and len(rest) == 1 and rate_factor(rest[0])
+
+        steps = [o for v in frame.locals.values() if v is not deltas
+                 for o in (v.data.options if isinstance(v.data, flow.Phi) else [v]) if recursion_step(o)]
+        if not steps:
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: no backward recursion delta_t + gamma * lam * A_(t+1) "
+                              "over its `deltas`: a shape the extractor does not read", where)
+            return
+        lines = sorted(p for p in set(deltas.lines) | set(steps[0].lines) | semantics.product_lines(steps[0])
+                       if p.path != self.spec.path) + where
+        self.add(key, "gae", lines, "calc_gaes returns the backward sum of the TD errors `deltas` "
+                                    "(delta_t + gamma * lam * A_(t+1)): the policy loss takes these advantages")
 
     def _truncation(self, record) -> None:
         """calc_gaes run once more on the arguments train() gives it: the term of ``deltas`` that

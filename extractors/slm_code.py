@@ -447,3 +447,75 @@ def read_env(tree: SourceTree) -> EnvCode | None:
             break
     return EnvCode(keys, reward, gpu, cpu, clip, eps, module.line(playground) if playground is not None else 1,
                    passthrough)
+
+
+# -- evaluation protocol ------------------------------------------------------------------
+CONTROL = "slm_lab/experiment/control.py"
+
+
+@dataclass(frozen=True)
+class EvalCode:
+    """How a session scores its agent (``control.py``) and at which frames (``make_env``'s
+    ``_set_env_attributes``); a field is None where the code has another shape."""
+
+    rigorous_default: Found | None  # ``.get("rigorous_eval", default)``: a separate eval env when truthy
+    shared_env: Found | None  # ``self.eval_env = self.env``: without it, the training env is the one scored
+    frequency_defaults: dict[str, Found]  # eval_frequency / log_frequency -> ``defaults = dict(...)``
+    frequency_from_meta: Found | None  # ``set_attr(env, spec["meta"], [...])``: the spec's meta overrides them
+    loop: Found | None  # run_rl's ``while``: value 0 = no reset of a vector env inside it
+    loop_resets: tuple[Found, ...]  # the resets inside the loop, each only when the env is not a vector env
+    sampler: Found | None  # ``action_pd.sample()`` in policy_util.sample_action: the policy samples
+
+
+def _literal_or_none(node: cst.CSTNode) -> Any:
+    try:
+        return literal(node)
+    except NotLiteral:
+        return None
+
+
+def read_evaluation(tree: SourceTree) -> EvalCode | None:
+    control = tree.module(CONTROL)
+    if control is None:
+        return None
+    rigorous = shared = loop = None
+    resets: list[Found] = []
+    for node in descendants(control.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" \
+                and len(node.args) == 2 and _literal_or_none(node.args[0].value) == "rigorous_eval":
+            rigorous = Found(_literal_or_none(node.args[1].value), control.path, control.line(node))
+        if isinstance(node, cst.Assign) and control.code(node).replace(" ", "") == "self.eval_env=self.env":
+            shared = Found(True, control.path, control.line(node))
+    run_rl = next((f for f in control.walk(lambda n: isinstance(n, cst.FunctionDef) and n.name.value == "run_rl")),
+                  None)
+    if run_rl is not None:
+        whiles = [n for n in descendants(run_rl) if isinstance(n, cst.While)]
+        if len(whiles) == 1:
+            loop = Found(0, control.path, control.line(whiles[0]))
+            guarded = {id(c) for n in descendants(whiles[0]) if isinstance(n, cst.If)
+                       and "is_venv" in control.code(n.test) and control.code(n.test).startswith("not ")
+                       for c in calls_named(n.body, "reset")}
+            for call in calls_named(whiles[0], "reset"):
+                resets.append(Found(id(call) in guarded, control.path, control.line(call)))
+    frequencies: dict[str, Found] = {}
+    from_meta = None
+    env_init = tree.module(ENV_INIT)
+    attributes = env_init.function("_set_env_attributes") if env_init is not None else None
+    if attributes is not None:
+        for call in calls_named(attributes, "dict"):
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value in ("eval_frequency", "log_frequency"):
+                    frequencies[arg.keyword.value] = Found(_literal_or_none(arg.value), env_init.path,
+                                                           env_init.line(call))
+        for call in calls_named(attributes, "set_attr"):
+            if len(call.args) >= 3 and "meta" in env_init.code(call.args[1].value) and \
+                    "eval_frequency" in env_init.code(call.args[2].value):
+                from_meta = Found(True, env_init.path, env_init.line(call))
+    sampler = None
+    policy_util = tree.module(POLICY_UTIL)
+    sample_action = policy_util.function("sample_action") if policy_util is not None else None
+    if sample_action is not None:
+        samples = [c for c in calls_named(sample_action, "sample") if isinstance(c.func, cst.Attribute)]
+        if samples:
+            sampler = Found("sampled", policy_util.path, policy_util.line(samples[0]))
+    return EvalCode(rigorous, shared, frequencies, from_meta, loop, tuple(resets), sampler)

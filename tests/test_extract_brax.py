@@ -69,8 +69,8 @@ def test_defaults_give_every_key_from_the_code(repos):
         "value_hidden_layers": [64, 64, 64], "obs_norm_update": None,
         "gae_lambda": 0.9, "discount": 0.99, "advantage_normalization": True,
         "advantage_normalization_scope": "minibatch", "truncation": "mask_bootstrap_last_state",
-        "gae_recompute": "per_minibatch", "grad_clip_scope": None, "entropy_estimator": "sampled_squashed",
-        "learning_rate": 3e-4, "lr_schedule": "constant", "lr_final_factor": 1.0, "lr_decay_steps": None,
+        "gae_recompute": "per_minibatch", "advantage_form": "gae", "grad_clip_scope": None,
+        "entropy_estimator": "sampled_squashed", "learning_rate": 3e-4, "lr_schedule": "constant", "lr_final_factor": 1.0, "lr_decay_steps": None,
         "adam_eps": 1e-8, "max_grad_norm": None, "entropy_coef": 1e-3, "entropy_schedule": "constant",
         "entropy_coef_final": 1e-3,
         "action_distribution": "tanh_normal", "std_state_dependent": True, "std_transform": "softplus",
@@ -80,7 +80,11 @@ def test_defaults_give_every_key_from_the_code(repos):
         # This train() takes no episode_length or action_repeat, and num_timesteps has no default.
         "episode_length": None, "action_repeat": None, "training_env_steps": None,
         "policy_obs_keys": "state", "value_obs_keys": "state", "physics_backend": None,
+        # nor num_evals, num_resets_per_eval or deterministic_eval: the evaluation protocol is not read
+        "num_resets_per_eval": None, "eval_interval_env_steps": None, "eval_policy": None,
     }
+    assert old.facts["eval_policy"].unknown == ("eval_policy: neither the config nor the signature sets "
+                                                "train(deterministic_eval=...)")
     assert old.unknown_keys() == ["training_env_steps"]  # the per-environment keys are left to each env
     assert old.scope == {"family": None, "env": None}
     assert old.facts["obs_norm_method"].declared == "welford"  # the statistics kept, unused

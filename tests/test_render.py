@@ -46,8 +46,12 @@ def test_json_report_holds_sources_facts_differences_and_summary():
     assert diffs["transitions_per_update"]["fix"]["value"] == 480
     # clip_epsilon_final (0.3 vs 0.2) differs with clip_epsilon; the schedules and entropy_coef_final match
     # and lr_decay_steps (Brax constant, SLM-Lab decaying over 1e8 frames) is MINOR
-    # 6 setup keys match; std_max (a cap above the action range) is MINOR
+    # 6 setup keys match; std_max (a cap above the action range) and advantage_form (lambda 0.95) are MINOR;
+    # clip_epsilon_final is clip_epsilon's difference (both constant): listed in its row, not counted
     assert m["summary"] == {"CRITICAL": 2, "IMPORTANT": 11, "MINOR": 16, "match": 26, "unknown": 0}
+    assert "clip_epsilon_final" not in diffs
+    assert diffs["clip_epsilon"]["folded"] == [{"key": "clip_epsilon_final", "status": "differs", "brax": 0.3,
+                                                "slm": 0.2, "reason": "Brax 0.3 vs SLM-Lab 0.2 (Brax 1.5x larger)"}]
     assert m["recommended"][0]["rule"] == "BD001"
     assert m["recommended"][0]["keys"] == ["unrolls_per_update", "transitions_per_update"]
     assert m["findings"][0]["side"] == "slm" and m["findings"][0]["key"] == "minibatch_transitions"
@@ -226,7 +230,7 @@ def test_fail_on_threshold_selects_differences_at_or_above():
     m = model()
     assert {d["key"] for d in worst_at_or_above(m, "CRITICAL")} == {"unrolls_per_update", "transitions_per_update"}
     assert len(worst_at_or_above(m, "IMPORTANT")) == 13
-    assert len(worst_at_or_above(m, "MINOR")) == 29  # clip_epsilon_final and lr_decay_steps among them
+    assert len(worst_at_or_above(m, "MINOR")) == 29  # lr_decay_steps and advantage_form among them
 
 
 def test_read_previous_rejects_files_that_are_not_reports(tmp_path):
@@ -274,8 +278,9 @@ def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
     assert len(before) == len(after)
     changed = [new for old, new in zip(before, after) if old != new]
     body = [line for line in changed if not line.startswith("[google/brax/")]
-    expected = ["| Brax | [google/brax](", "| `clip_epsilon` | `0.25` · [L206]",  # source; row under IMPORTANT
-                "9. 🟠 **IMPORTANT**, risk medium, BD032", "| `clip_epsilon` | `0.25` · [L206]"]  # fix; topic row
+    row = "| `clip_epsilon` (and `clip_epsilon_final`: Brax 0.3 vs SLM-Lab 0.2 (Brax 1.5x larger)) | `0.25` · [L206]"
+    expected = ["| Brax | [google/brax](", row,  # source; row under IMPORTANT
+                "9. 🟠 **IMPORTANT**, risk medium, BD032", row]  # fix; topic row
     assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 4
     assert all("/blob/" + "d" * 40 + "/" in line for line in changed if line not in body)
 
@@ -302,3 +307,26 @@ def test_long_floats_print_short_in_markdown_and_whole_in_json():
     assert format_value(1.6487212707001282) == "1.649"
     assert format_value(0.006737946999085467) == "0.006738"
     assert format_value(0.033) == "0.033" and format_value(1e-08) == "1e-08"
+
+
+def test_a_declared_value_the_code_overrides_is_important_in_its_row_and_in_the_findings():
+    from brax_diff.facts import Fact, Finding, Provenance
+
+    slm = slm_extraction()
+    spec_line = Provenance("https://github.com/kengz/SLM-Lab", SLM_SHA, SPEC, 40)
+    guard = Provenance("https://github.com/kengz/SLM-Lab", SLM_SHA, "slm_lab/agent/algorithm/ppo.py", 77)
+    fact = slm.facts["unroll_length"]
+    slm.add(Fact("unroll_length", fact.value, (spec_line, guard), fact.note, declared=fact.value + 7))
+    slm.find(Finding("declared_not_effective", "IMPORTANT",
+                     f"unroll_length: the spec asks for {fact.value + 7} (agent.algorithm.time_horizon), but the code "
+                     f"runs {fact.value} (overridden at slm_lab/agent/algorithm/ppo.py:77)", (spec_line, guard),
+                     "unroll_length"))
+    md = render_markdown(model(slm=slm))
+    row = next(line for line in section(md, "## Topics").splitlines() if line.startswith("| `unroll_length` |"))
+    assert f"(declared `{fact.value + 7}`; 🟠 **IMPORTANT**: the code overrides it)" in row
+    findings = section(md, "## Findings")
+    assert ("| SLM-Lab | 🟠 **IMPORTANT** | declared_not_effective | unroll_length: the spec asks for "
+            f"{fact.value + 7}") in findings
+    assert "| SLM-Lab | WARNING | spec_code_inconsistency |" in findings  # other kinds unchanged
+    # Findings sort by severity: the IMPORTANT one before the WARNING.
+    assert findings.index("declared_not_effective") < findings.index("spec_code_inconsistency")

@@ -70,13 +70,16 @@ def test_annotations_point_into_the_committed_report_at_the_line_that_shows_each
     annotations = capsys.readouterr().out.splitlines()
     lines = committed.split("\n")
     shown = {line.split("::")[2].split(":")[0]: lines[annotated_line(line) - 1] for line in annotations}
-    assert shown["clip_epsilon (dm_control)"].startswith("| `clip_epsilon` | `0.2` · [L")
+    # clip_epsilon_final (the constant schedule's final value) is listed in clip_epsilon's row
+    assert shown["clip_epsilon (dm_control)"].startswith("| `clip_epsilon` (and `clip_epsilon_final`: Brax 0.2 vs "
+                                                         "SLM-Lab 0.25 (SLM-Lab 1.25x larger)) | `0.2` · [L")
+    assert not any(key.startswith("clip_epsilon_final") for key in shown)
     assert shown["clip_epsilon (dm_control / AcrobotSwingup, BallInCup, CartpoleBalance, CheetahRun, FingerSpin, "
                  "FingerTurnEasy, PendulumSwingup, WalkerRun)"] == "| `clip_epsilon` | `0.2` | `0.25` | MINOR |"
     assert shown["dead_branch (dm_control)"].startswith("| Brax | WARNING | dead_branch | brax_ppo_config: branch")
     assert shown["unknown_parameter (dm_control)"] == "## Findings"  # new: the committed report has no row yet
     assert shown["num_envs (dm_control / AcrobotSwingup)"].startswith("| AcrobotSwingup | ppo_fx | `128` / `8`")
-    assert len(shown) >= 7
+    assert len(shown) >= 6  # clip_epsilon_final moves in clip_epsilon's row
     for where, text in shown.items():  # the key's or finding's row, an env's row, or the findings heading
         assert where.split(" (")[0] in text or text.startswith("| AcrobotSwingup |") or text == "## Findings"
         assert not text.startswith("| ---") and not text.startswith("| Key |")
@@ -225,7 +228,7 @@ def test_an_upstream_commit_touching_no_file_read_changes_only_the_source_row(tm
     definitions = [line for line in changed if line.startswith("[")]
     assert definitions and all(line.startswith(f"[google/brax/{brax_fixtures.TRAIN}#L") for line in definitions)
     body = [line for line in changed if line not in definitions]
-    # the source row, then clip_epsilon and clip_epsilon_final (the constant schedule's final value) in the
-    # summary, the recommended order, their topic and the per-environment matrix
-    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 9, "\n".join(body)
+    # the source row, then clip_epsilon's row (clip_epsilon_final, the constant schedule's final value,
+    # listed in it) in the summary, the recommended order, its topic and the per-environment matrix
+    assert body[0].startswith("| Brax | [google/brax]") and len(body) == 5, "\n".join(body)
     assert all("clip_epsilon" in line and "0.22" in line for line in body[1:]), "\n".join(body)

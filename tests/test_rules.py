@@ -16,10 +16,10 @@ from brax_diff.vocabulary import KEYS, TOPIC_TITLES
 from report_fixtures import brax_extraction, slm_extraction
 
 
-def classified(brax=None, slm=None, rules_file=None, **kw):
+def classified(brax=None, slm=None, rules_file=None, fold=False, **kw):
     table = load_rules(rules_file)
     diffs = compare(brax or brax_extraction(), slm or slm_extraction())
-    return {c.key: c for c in classify(diffs, table)}
+    return {c.key: c for c in classify(diffs, table, fold=fold)}
 
 
 def write_rules(tmp_path, text):
@@ -41,10 +41,11 @@ def test_every_canonical_key_belongs_to_exactly_one_rule():
 def test_shipped_rules_are_complete():
     table = load_rules()
     codes = [r.code for r in table.rules]
-    assert codes == sorted(codes) and len(set(codes)) == len(codes) == 43
+    assert codes == sorted(codes) and len(set(codes)) == len(codes) == 47
     assert {r.topic for r in table.rules} == set(TOPIC_TITLES)  # every topic has a rule
     assert set(table.references) == {"andrychowicz2021", "huang2022", "engstrom2020", "pardo2018", "braylan2015",
-                                     "pinto2018", "zakka2025", "kingma2015", "haarnoja2018"}
+                                     "pinto2018", "zakka2025", "kingma2015", "haarnoja2018", "espeholt2018",
+                                     "schulman2016", "henderson2018"}
     for rule in table.rules:
         assert rule.rationale and rule.fix.text and rule.risk.level in RISK_LEVELS and rule.references
         assert all(case.then in SEVERITIES for case in rule.cases)
@@ -55,7 +56,7 @@ def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
 
     fast = rules._shipped_rules(rules.SHIPPED_RULES.stat().st_mtime_ns)
     assert fast == rules._read_yaml(rules.SHIPPED_RULES)  # data and each rule's line
-    assert len(fast[1]) == 43 and min(fast[1].values()) > 1
+    assert len(fast[1]) == 47 and min(fast[1].values()) > 1
 
 
 def test_every_shipped_fix_template_passes_the_sandbox_check():
@@ -457,3 +458,43 @@ def test_malformed_alternatives_are_one_line_config_errors(tmp_path, fix, messag
         load_rules(path)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+# -- one difference, one row (issue 22 item 2) ----------------------------------------------------
+def test_a_constant_clip_range_is_one_row_with_its_final_value_listed_in_it():
+    rows = classified(fold=True)  # clip range 0.3 vs 0.2, constant on both sides
+    assert "clip_epsilon_final" not in rows
+    assert rows["entropy_coef_final"].status == "match"  # a match is no difference: nothing to fold
+    assert [d.key for d in rows["clip_epsilon"].folded] == ["clip_epsilon_final"]
+    assert (rows["clip_epsilon"].severity, rows["clip_epsilon"].rule) == ("IMPORTANT", "BD032")
+    row = rows["clip_epsilon"].to_json()
+    assert row["folded"][0]["key"] == "clip_epsilon_final" and (row["folded"][0]["brax"],
+                                                               row["folded"][0]["slm"]) == (0.3, 0.2)
+    assert "folded" not in rows["discount"].to_json()  # a key with nothing folded keeps its shape
+    assert "clip_epsilon_final" in classified()  # unfolded (fix): every key classified
+
+
+def test_a_real_schedule_difference_keeps_its_own_row():
+    slm = slm_extraction({"clip_epsilon_schedule": "linear_decay", "clip_epsilon_final": 0.0})
+    rows = classified(slm=slm, fold=True)
+    assert rows["clip_epsilon_final"].status == "differs" and rows["clip_epsilon_final"].severity is not None
+    assert rows["clip_epsilon_schedule"].status == "differs"
+    assert rows["clip_epsilon"].folded == ()
+
+
+def test_a_reward_scale_of_one_applies_nowhere_so_its_site_is_the_scales_difference():
+    brax = brax_extraction({"reward_scale": 1.0, "reward_scale_site": "none"})  # Brax scales nothing
+    rows = classified(brax=brax, fold=True)  # SLM-Lab: 10 in the env
+    assert "reward_scale_site" not in rows
+    assert [d.key for d in rows["reward_scale"].folded] == ["reward_scale_site"]
+    assert rows["reward_scale"].status == "differs"
+    # both scale by 10, one in the loss and one in the env: where it applies is its own difference
+    both = classified(fold=True)
+    assert both["reward_scale"].status == "match" and both["reward_scale_site"].status == "differs"
+    assert both["reward_scale"].folded == ()
+
+
+def test_the_environment_matrix_counts_a_folded_key_once():
+    from brax_diff.rules import folded_keys
+    diffs = compare(brax_extraction(), slm_extraction())
+    assert folded_keys(diffs) == {"clip_epsilon_final": "clip_epsilon"}

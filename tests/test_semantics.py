@@ -24,7 +24,18 @@ SGD_SCAN = ("    carry, metrics = jax.lax.scan(\n"
             "        carry, (), length=num_updates_per_batch)\n")
 TRAIN_UPDATE_AFTER = bfx.TRAIN_NEW.replace(UPDATE_LINE, "").replace(SGD_SCAN, SGD_SCAN + UPDATE_LINE)
 LOSSES_UNMASKED = bfx.LOSSES_NEW.replace("  advantages = out * truncation_mask\n", "  advantages = out\n")
-BRAX = {"old": 0, "new": 1, "timeout": 2, "update_after": 3, "unmasked": 4}
+# Upstream's advantage (brax/training/agents/ppo/losses.py::compute_gae): one reward plus the next
+# step's lambda-return, not the GAE sum; and a shape that is neither.
+GAE_RETURN = "  advantages = out * truncation_mask\n  return out + values, advantages\n"
+LOSSES_VTRACE = bfx.LOSSES_NEW.replace(GAE_RETURN, (
+    "  vs = out + values\n"
+    "  vs_t_plus_1 = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)\n"
+    "  advantages = (rewards + discount * (1 - termination) * vs_t_plus_1 - values) * truncation_mask\n"
+    "  return vs, advantages\n"))
+LOSSES_TD0 = bfx.LOSSES_NEW.replace(GAE_RETURN, "  advantages = deltas * truncation_mask\n"
+                                                "  return out + values, advantages\n")
+assert bfx.LOSSES_NEW != LOSSES_VTRACE and bfx.LOSSES_NEW != LOSSES_TD0
+BRAX = {"old": 0, "new": 1, "timeout": 2, "update_after": 3, "unmasked": 4, "vtrace": 5, "td0": 6}
 
 # -- SLM-Lab variants ------------------------------------------------------------------------------
 ACTOR_CRITIC_DONES = sfx.ACTOR_CRITIC.replace('batch["terminateds"]', 'batch["dones"]')
@@ -55,7 +66,11 @@ ppo_fx_shared:
     num_envs: 8
   meta: {max_session: 1}
 '''
-SLM = {"base": 0, "dones": 1, "per_minibatch": 2, "no_reset": 3}
+# A recursion without lambda (discounted sums of TD errors, gamma only): not GAE as the extractor reads it.
+MATH_UTIL_NO_LAMBDA = sfx.MATH_UTIL.replace("deltas[t] + gamma * lam * not_terminateds[t] * future",
+                                            "deltas[t] + gamma * not_terminateds[t] * future")
+assert MATH_UTIL_NO_LAMBDA != sfx.MATH_UTIL
+SLM = {"base": 0, "dones": 1, "per_minibatch": 2, "no_reset": 3, "no_lambda": 4}
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 
 
@@ -64,13 +79,15 @@ def repos(tmp_path_factory):
     root = tmp_path_factory.mktemp("semantics")
     brax = make_repo(root / "brax", [bfx.BRAX_OLD, bfx.BRAX_NEW, {bfx.TRAIN: TRAIN_TIMEOUT},
                                      {bfx.TRAIN: TRAIN_UPDATE_AFTER},
-                                     {bfx.TRAIN: bfx.TRAIN_NEW, bfx.LOSSES: LOSSES_UNMASKED}])
+                                     {bfx.TRAIN: bfx.TRAIN_NEW, bfx.LOSSES: LOSSES_UNMASKED},
+                                     {bfx.LOSSES: LOSSES_VTRACE}, {bfx.LOSSES: LOSSES_TD0}])
     playground = make_repo(root / "playground", [bfx.PLAYGROUND])
     slm = make_repo(root / "slm", [
         {**sfx.repo_files(), sfx.SPEC_PATH: SPEC_SHARED},
         {f"{ALGORITHM_DIR}/actor_critic.py": ACTOR_CRITIC_DONES},
         {f"{ALGORITHM_DIR}/actor_critic.py": sfx.ACTOR_CRITIC, f"{ALGORITHM_DIR}/ppo.py": PPO_GAE_PER_MINIBATCH},
-        {f"{ALGORITHM_DIR}/ppo.py": sfx.PPO, "slm_lab/env/playground.py": PLAYGROUND_NO_RESET}])
+        {f"{ALGORITHM_DIR}/ppo.py": sfx.PPO, "slm_lab/env/playground.py": PLAYGROUND_NO_RESET},
+        {"slm_lab/env/playground.py": sfx.PLAYGROUND, "slm_lab/lib/math_util.py": MATH_UTIL_NO_LAMBDA}])
     return {"root": root, "brax": brax, "playground": playground, "slm": slm}
 
 
@@ -212,3 +229,58 @@ def test_slm_without_the_playground_auto_reset_the_next_state_is_unknown(repos):
     fact = extraction.facts["truncation"]
     assert fact.value is None and "depends on the env's auto-reset" in fact.unknown
     assert "wrap_for_brax_training" in finding(extraction, "truncation").message
+
+
+# -- advantage_form (issue 22 item 1) ---------------------------------------------------------------
+def test_brax_advantage_is_a_reward_plus_the_next_lambda_return(repos):
+    dm = brax_extractor(repos, "vtrace").family("dm_control")
+    assert dm.value("advantage_form") == "vtrace_pg"
+    assert dm.value("truncation") == "mask_bootstrap_last_state"  # the mask is still read
+    assert lines(dm.facts["advantage_form"], bfx.LOSSES) >= {
+        bfx.line_of(LOSSES_VTRACE, "advantages = (rewards + discount"),
+        bfx.line_of(LOSSES_VTRACE, "vs, advantages = compute_gae(")}
+    assert "vs_{t+1}" in dm.facts["advantage_form"].note
+
+
+def test_brax_advantage_that_is_the_gae_sum_is_gae(repos):
+    for variant in ("new", "unmasked"):
+        assert brax_extractor(repos, variant).family("dm_control").value("advantage_form") == "gae"
+
+
+def test_brax_advantage_of_another_shape_is_unknown_with_a_finding(repos):
+    defaults = brax_extractor(repos, "td0").defaults()  # one-step TD errors: neither form
+    fact = defaults.facts["advantage_form"]
+    assert fact.value is None and "neither the GAE recursion nor a reward plus the next lambda-return" in fact.unknown
+    assert finding(defaults, "advantage_form").kind == "pattern_not_found"
+
+
+def test_slm_advantage_is_gae(repos):
+    fact = slm_variant(repos, "base").facts["advantage_form"]
+    assert fact.value == "gae"
+    assert lines(fact, "slm_lab/lib/math_util.py") >= {sfx.line_of(sfx.MATH_UTIL, "deltas = "),
+                                                        sfx.line_of(sfx.MATH_UTIL, "gaes[t] = future = ")}
+    assert lines(fact, f"{ALGORITHM_DIR}/actor_critic.py") == {sfx.line_of(sfx.ACTOR_CRITIC, "math_util.calc_gaes(")}
+
+
+def test_slm_recursion_without_lambda_is_unknown_with_a_finding(repos):
+    extraction = slm_variant(repos, "no_lambda")
+    fact = extraction.facts["advantage_form"]
+    assert fact.value is None and "no backward recursion delta_t + gamma * lam * A_(t+1)" in fact.unknown
+    assert finding(extraction, "advantage_form").kind == "pattern_not_found"
+    assert extraction.facts["truncation"].value == "bootstrap_next_obs_across_reset"
+
+
+def test_advantage_form_rule_weighs_the_first_step_factor_against_lambda():
+    from brax_diff.compare import compare
+    from brax_diff.facts import Extraction, Fact
+    from brax_diff.rules import classify, load_rules
+
+    def classified(lam: float):
+        brax, slm = Extraction("brax", {}, {}), Extraction("slm", {}, {})
+        for x, form in ((brax, "vtrace_pg"), (slm, "gae")):
+            x.add(Fact("advantage_form", form, ()))
+            x.add(Fact("gae_lambda", lam, ()))
+        return {c.key: c for c in classify(compare(brax, slm), load_rules())}["advantage_form"]
+
+    assert (classified(0.95).severity, classified(0.95).rule) == ("MINOR", "BD045")
+    assert classified(0.3).severity == "IMPORTANT"

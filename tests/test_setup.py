@@ -22,7 +22,9 @@ from upstream_repos import MAPPING, MAPPING_FILE, playground_files
 
 # Brax's train() of today takes the setup as parameters.
 TRAIN = bfx.TRAIN_OLD.replace("    num_envs: int = 4,\n", "    num_envs: int = 4,\n    episode_length: int = 1000,\n"
-                                                        "    action_repeat: int = 1,\n")
+                                                        "    action_repeat: int = 1,\n    num_evals: int = 1,\n"
+                                                        "    num_resets_per_eval: int = 0,\n"
+                                                        "    deterministic_eval: bool = False,\n")
 assert TRAIN != bfx.TRAIN_OLD
 
 # Environments' own configs: a literal create(), a config changed after it is made, one from a helper.
@@ -93,6 +95,8 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
       num_timesteps=5_000_000,
       episode_length=env_config.episode_length,
       action_repeat=env_config.action_repeat,
+      num_evals=5,
+      num_resets_per_eval=10,
       normalize_observations=True,
       network_factory=config_dict.create(
           policy_hidden_layer_sizes=(32, 32),
@@ -102,6 +106,8 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
   )
   if env_name == "PandaPickCubeCartesian":
     rl_config.num_timesteps = 20_000_000
+    rl_config.num_evals = 3
+    rl_config.deterministic_eval = True
   return rl_config
 '''
 GO1 = '''
@@ -136,7 +142,8 @@ def get_default_config(env_name):
   return _cfgs[env_name]()
 '''
 LOCO_PARAMS = '''
-"""Fixture tuned configs for a legged family: a privileged critic."""
+"""Fixture tuned configs for a legged family: a privileged critic, evaluations counted at run time."""
+import jax
 from ml_collections import config_dict
 
 from mujoco_playground._src import locomotion
@@ -150,6 +157,7 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
       network_factory=config_dict.create(policy_obs_key="state", value_obs_key="state"),
   )
   if env_name == "Go1JoystickFlatTerrain":
+    rl_config.num_evals = jax.device_count()
     rl_config.network_factory = config_dict.create(
         policy_obs_key="state",
         value_obs_key="privileged_state",
@@ -171,6 +179,57 @@ SLM_PLAYGROUND = sfx.PLAYGROUND.replace('"PendulumSwingup": 4', '"PandaPickCubeC
 assert SLM_PLAYGROUND != sfx.PLAYGROUND
 PLAYGROUND_ENV = "slm_lab/env/playground.py"
 
+# How SLM-Lab scores a session (upstream's shape, written for these tests): a separate eval env only
+# with meta.rigorous_eval, the training env otherwise; scores at the meta's frequencies, else defaults.
+CONTROL_PATH = "slm_lab/experiment/control.py"
+CONTROL = '''
+"""Fixture session: trains an agent, scores it at its checkpoints."""
+from slm_lab.env import make_env
+
+
+class Session:
+    def __init__(self, spec):
+        self.spec = spec
+        self.agent, self.env = make_agent_env(spec)
+        self._rigorous_eval = self.spec.get("meta", {}).get("rigorous_eval", False)
+        if self._rigorous_eval:
+            self.eval_env = make_env(self.spec)
+        else:
+            self.eval_env = self.env
+
+    def run_rl(self):
+        state, info = self.env.reset()
+        is_venv = self.env.is_venv
+        while self.env.get() < self.env.max_frame:
+            action = self.agent.act(state)
+            next_state, reward, terminated, truncated, info = self.env.step(action)
+            self.try_ckpt(self.agent, self.env)
+            if not is_venv and (terminated or truncated):
+                state, info = self.env.reset()
+            else:
+                state = next_state
+'''
+SET_ATTRIBUTES = '    util.set_attr(env, env_spec, ["name", "max_t", "max_frame"])\n'
+SLM_ENV_INIT = sfx.ENV_INIT.replace(SET_ATTRIBUTES, SET_ATTRIBUTES + (
+    "    defaults = dict(eval_frequency=20000, log_frequency=5000)\n"
+    "    util.set_attr(env, defaults)\n"
+    '    util.set_attr(env, spec["meta"], ["eval_frequency", "log_frequency"])\n'))
+# ppo_fx_small (the manipulation family's variant) asks for a separate eval env every 40,000 frames.
+SMALL_META = "  meta: {max_session: 1}\n"
+_head, _tail = sfx.SPEC.split("ppo_fx_small:\n", 1)
+SLM_SPEC = _head + "ppo_fx_small:\n" + _tail.replace(
+    SMALL_META, "  meta: {max_session: 1, rigorous_eval: 1, eval_frequency: 40000}\n", 1)
+assert SLM_ENV_INIT != sfx.ENV_INIT and SLM_SPEC != sfx.SPEC
+# The agent's act samples its action (upstream's policy_util.sample_action).
+SLM_POLICY_UTIL = sfx.POLICY_UTIL + '''
+
+def sample_action(ActionPD, pdparam):
+    action_pd = init_action_pd(ActionPD, pdparam)
+    action = action_pd.sample()
+    return action
+'''
+POLICY_UTIL_PATH = "slm_lab/agent/algorithm/policy_util.py"
+
 
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory):
@@ -178,7 +237,9 @@ def repos(tmp_path_factory):
     make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN}], origin="https://github.com/google/brax.git")
     make_repo(root / "playground", [{**playground_files(), **PLAYGROUND}],
               origin="https://github.com/google-deepmind/mujoco_playground.git")
-    make_repo(root / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: SLM_PLAYGROUND}],
+    make_repo(root / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: SLM_PLAYGROUND,
+                              CONTROL_PATH: CONTROL, "slm_lab/env/__init__.py": SLM_ENV_INIT,
+                              sfx.SPEC_PATH: SLM_SPEC, POLICY_UTIL_PATH: SLM_POLICY_UTIL}],
               origin="https://github.com/kengz/SLM-Lab.git", branch="master")
     return {name: root / name for name in ("brax", "playground", "slm")}
 
@@ -323,3 +384,85 @@ def test_an_environment_report_shows_the_privileged_critic(repos, capsys):
     assert rows["policy_obs_keys"]["status"] == "match"
     assert rows["episode_length"]["status"] == "match"
     assert model["slm"]["scope"]["env"] == "Go1JoystickFlatTerrain"
+
+
+# -- the evaluation protocol (issue 21 item 1) ---------------------------------------------------------
+EVAL = ("num_resets_per_eval", "eval_interval_env_steps", "eval_policy")
+
+
+def test_brax_evaluation_protocol_per_environment(repos):
+    extractor = brax(repos)
+    pick = extractor.env("PandaPickCube")
+    # 5,000,000 steps in max(5 - 1, 1) = 4 epochs of whole training steps of 16 x 8 x 4 x 1 = 512 env steps,
+    # each run max(10, 1) times: ceil(5e6 / (4 x 512 x 10)) = 245 -> 245 x 512 x 10
+    assert {k: pick.value(k) for k in EVAL} == {"num_resets_per_eval": 10, "eval_interval_env_steps": 1_254_400,
+                                                "eval_policy": "sampled"}
+    assert where(pick.facts["num_resets_per_eval"]) == [("manipulation_params.py",
+                                                         bfx.line_of(MANIP_PARAMS, "num_resets_per_eval=10"))]
+    assert ("train.py", bfx.line_of(TRAIN, "deterministic_eval: bool = False")) in where(pick.facts["eval_policy"])
+    assert ("manipulation_params.py", bfx.line_of(MANIP_PARAMS, "num_evals=5")) in \
+        where(pick.facts["eval_interval_env_steps"])
+    cartesian = extractor.env("PandaPickCubeCartesian")  # 20M steps, 2 epochs, action repeat 2: 1,024 per step
+    assert {k: cartesian.value(k) for k in EVAL} == {"num_resets_per_eval": 10,
+                                                     "eval_interval_env_steps": 977 * 1024 * 10,
+                                                     "eval_policy": "deterministic"}
+
+
+def test_brax_evaluation_count_set_at_run_time_is_an_explained_unknown(repos):
+    go1 = brax(repos).env("Go1JoystickFlatTerrain")  # num_evals = jax.device_count()
+    fact = go1.facts["eval_interval_env_steps"]
+    assert fact.value is None and "num_evals" in fact.unknown and "jax.device_count()" in fact.unknown
+    assert any(f.key == "eval_interval_env_steps" and f.kind == "pattern_not_found" for f in go1.findings)
+    assert (go1.value("num_resets_per_eval"), go1.value("eval_policy")) == (0, "sampled")  # train()'s defaults
+
+
+def test_slm_evaluation_protocol_from_its_session_and_spec(repos):
+    extractor = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH)
+    small = extractor.variant("ppo_fx_small")  # rigorous_eval: 1, eval_frequency: 40000
+    assert {k: small.value(k) for k in EVAL} == {"num_resets_per_eval": 0, "eval_interval_env_steps": 40_000,
+                                                 "eval_policy": "sampled"}
+    assert ("ppo_playground.yaml", bfx.line_of(SLM_SPEC, "eval_frequency: 40000")) in \
+        where(small.facts["eval_interval_env_steps"])
+    assert ("policy_util.py", sfx.line_of(SLM_POLICY_UTIL, "action_pd.sample()")) in \
+        where(small.facts["eval_policy"])
+    assert where(small.facts["num_resets_per_eval"]) == [
+        ("control.py", bfx.line_of(CONTROL, "while self.env.get()")),
+        ("control.py", sfx.line_of(CONTROL, "state, info = self.env.reset()", after="while"))]
+    plain = extractor.variant("ppo_fx")  # no rigorous_eval: the training episodes, logged every log_frequency
+    assert {k: plain.value(k) for k in EVAL} == {"num_resets_per_eval": 0, "eval_interval_env_steps": 5_000,
+                                                 "eval_policy": "training_episodes"}
+    assert where(plain.facts["eval_policy"]) == [
+        ("control.py", bfx.line_of(CONTROL, 'get("rigorous_eval", False)')),
+        ("control.py", bfx.line_of(CONTROL, "self.eval_env = self.env"))]
+    assert where(plain.facts["eval_interval_env_steps"]) == [
+        ("__init__.py", bfx.line_of(SLM_ENV_INIT, "defaults = dict(eval_frequency")),
+        ("control.py", bfx.line_of(CONTROL, 'get("rigorous_eval", False)'))]
+
+
+CONTROL_OTHER = (CONTROL.replace("            self.eval_env = self.env\n", "            self.eval_env = None\n")
+                 .replace("            if not is_venv and (terminated or truncated):\n",
+                          "            if terminated.any():\n"))
+assert CONTROL_OTHER.count("self.eval_env = None") == 1 and "terminated.any()" in CONTROL_OTHER
+
+
+def test_slm_evaluation_of_another_shape_is_unknown_with_findings(tmp_path):
+    make_repo(tmp_path / "slm", [{**sfx.repo_files(), CONTROL_PATH: CONTROL_OTHER}],
+              origin="https://github.com/kengz/SLM-Lab.git", branch="master")
+    plain = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH).variant("ppo_fx")
+    for key, why in (("eval_policy", "no `self.eval_env = self.env`"),
+                     ("eval_interval_env_steps", "_set_env_attributes sets no log_frequency default"),
+                     ("num_resets_per_eval", "run_rl: the training loop resets the env in a shape")):
+        fact = plain.facts[key]
+        assert fact.value is None and why in fact.unknown, (key, fact.unknown)
+        assert [f.kind for f in plain.findings if f.key == key] == ["pattern_not_found"]
+
+
+def test_the_matrix_compares_the_evaluation_protocol(repos, capsys):
+    model = report(repos, capsys, "--family", "manipulation")
+    cells = {row["env"]: row["cells"] for row in model["matrix"]["rows"]}
+    assert cells["PandaPickCubeCartesian"]["eval_policy"] == {"brax": "deterministic", "slm": "sampled",
+                                                              "status": "differs", "severity": "MINOR"}
+    assert cells["PandaPickCube"]["eval_interval_env_steps"] == {"brax": 1_254_400, "slm": 40_000,
+                                                                  "status": "differs", "severity": "MINOR"}
+    keys = {d["key"] for d in model["differences"]}
+    assert not keys & set(EVAL)  # each environment decides them: the matrix's

@@ -432,10 +432,12 @@ def test_a_decay_to_zero_the_scheduler_takes_for_unset_stays_constant(slm_repo):
         assert (facts[final].value, facts[final].declared) == (value, 0.0)
         assert {override, end} <= where(facts[final]) and {override, end} <= where(facts[schedule])
         finding = declared_findings(x)[final]
-        assert finding.severity == "WARNING" and {override, end} <= where(finding)
+        # IMPORTANT (issue 22 item 5): both values and the line that overrides the spec.
+        assert finding.severity == "IMPORTANT" and {override, end} <= where(finding)
         dotted = "clip_eps_spec" if final.startswith("clip") else "entropy_coef_spec"
-        assert finding.message == (f"{final}: the spec asks for 0.0 (agent.algorithm.{dotted}.end_val), "
-                                   f"but the code runs {value}")
+        assert finding.message.startswith(f"{final}: the spec asks for 0.0 (agent.algorithm.{dotted}.end_val), "
+                                          f"but the code runs {value} (overridden at ")
+        assert f"slm_lab/agent/algorithm/policy_util.py:{override[1]}" in finding.message
         assert "'linear_decay'" in declared_findings(x)[schedule].message
     assert facts["entropy_coef"].value == 0.02 and facts["entropy_coef"].declared is None
     decay = extract(slm_repo, "base", "ppo_fx_decay")  # end_val 0.1: the decay the spec asks for runs
@@ -449,8 +451,10 @@ def test_a_horizon_the_batch_guard_rounds_is_declared_not_effective(slm_repo):
     horizon = ("ppo_playground.yaml", fx.line_of(SPEC, "time_horizon: 10"))
     finding = declared_findings(x)["unroll_length"]
     assert {guard, horizon} <= where(finding)
-    assert finding.message == ("unroll_length, gae_horizon: the spec asks for 10 (agent.algorithm.time_horizon), "
-                               "but the code runs 16")
+    assert finding.severity == "IMPORTANT"
+    assert finding.message.startswith("unroll_length, gae_horizon: the spec asks for 10 (agent.algorithm.time_horizon), "
+                                      "but the code runs 16 (overridden at ")
+    assert f"slm_lab/agent/algorithm/ppo.py:{guard[1]}" in finding.message
     assert declared_findings(x)["minibatch_transitions"].message.startswith(
         "minibatch_transitions: the spec asks for 12 (agent.algorithm.minibatch_size")
     assert "transitions_per_update" not in declared_findings(x)  # derived: explained by its inputs
@@ -463,7 +467,7 @@ def test_a_set_the_variant_has_no_placeholder_for_is_ignored(slm_repo):
     assert (fact.value, fact.declared) == (5000, 1000000)
     written = ("ppo_playground.yaml", fx.line_of(SPEC, "max_frame: 5000"))
     finding = declared_findings(x)["training_env_steps"]
-    assert finding.severity == "WARNING" and where(finding) == {written}
+    assert finding.severity == "IMPORTANT" and where(finding) == {written}
     assert finding.message == ("--set max_frame=1e6 is ignored by ppo_fx_frames: the variant has no ${max_frame}; "
                                "env.max_frame is 5000")
     assert not declared_findings(extract(slm_repo, "base", "ppo_fx"))  # it takes ${max_frame}
