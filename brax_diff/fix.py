@@ -542,7 +542,7 @@ def _finding_reason(finding: Any, rule_edits: list[Edit], slm: Extraction) -> st
     written = ", ".join(f"{e.spec}: {format_value(e.value)}" for e in rule_edits)
     if finding.kind == "declared_not_effective":
         edit = next(e for e in rule_edits if e.spec in finding.message)
-        ran = finding.message.rsplit("but the code runs ", 1)[-1]
+        ran = finding.message.rsplit("but the code runs ", 1)[-1].split(" (overridden at ", 1)[0]  # lines: `where`
         fact = slm.facts.get(finding.key) if finding.key else None
         who = "the batch guard" if fact is not None and "batch guard" in (fact.note or "") else "the code"
         return f"{who} replaces `{edit.spec}: {format_value(edit.value)}` with {ran}"

@@ -40,6 +40,8 @@ class PPO:
         for step in reversed(range(self.storage.num_transitions_per_env)):
             delta = self.storage.rewards[step] + (1.0 - self.storage.dones[step]) * self.gamma * next_values - v
             advantage = delta + self.gamma * self.lam * advantage
+            self.storage.returns[step] = advantage + self.storage.values[step]
+        self.storage.advantages = self.storage.returns - self.storage.values
         if not self.normalize_advantage_per_mini_batch:
             self.storage.advantages = (self.storage.advantages - self.storage.advantages.mean()) / (
                 self.storage.advantages.std() + 1e-8)

@@ -55,6 +55,7 @@ def test_every_canonical_key_is_read_from_config_script_wrapper_and_library(repo
     assert values["learning_rate"] == 5e-4 and values["lr_schedule"] == "constant" and values["lr_final_factor"] == 1.0
     assert values["max_grad_norm"] == 0.5 and values["grad_clip_scope"] == "global" and values["adam_eps"] == 1e-8
     assert values["truncation"] == "bootstrap_current_state" and values["gae_recompute"] == "per_update"
+    assert values["advantage_form"] == "gae"  # returns - values of the lambda-recursion
     assert values["advantage_normalization_scope"] == "batch" and values["advantage_normalization"] is True
     assert values["obs_normalization"] is True and values["obs_norm_std_eps"] == 0.05 and values["obs_clip"] is None
     assert values["obs_norm_update"] == "per_env_step" and values["obs_norm_method"] == "welford"

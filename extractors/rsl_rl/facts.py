@@ -102,6 +102,7 @@ class Facts:
         self.copy("discount", self.setting("algorithm.gamma"))
         self.copy("gae_lambda", self.setting("algorithm.lam"))
         self.copy("gae_recompute", self.lib.gae())
+        self.copy("advantage_form", self.lib.advantage_form())
         bootstrap, time_outs = self.lib.timeout_bootstrap(), self.wrapper.time_outs()
         if isinstance(bootstrap, Read) and isinstance(time_outs, Missing):
             self.put("truncation", "terminal", bootstrap,

@@ -72,6 +72,18 @@ class Library:
         return Read("per_update", (self.ppo.at(delta), self.runner.at(call), self.runner.at(update)),
                     "compute_returns() once per iteration, before update()'s epochs")
 
+    def advantage_form(self) -> Read | Missing:
+        """The advantage the policy loss uses: ``advantages = returns - values`` with ``returns =
+        advantage + values`` of the GAE recursion in ``PPO.compute_returns``: plain GAE."""
+        method = self.ppo.method("PPO", "compute_returns")
+        recursion = self.ppo.find(method, (cst.Assign,), "advantage=delta+", "self.gamma*self.lam*advantage")
+        advantages = self.ppo.find(method, (cst.Assign,), ".advantages=", ".returns-", ".values")
+        if recursion is None or advantages is None:
+            return self.ppo.missing("no GAE recursion `advantage = delta + ... gamma * lam * advantage` and "
+                                    "`advantages = returns - values`", "PPO.compute_returns")
+        return Read("gae", (self.ppo.at(recursion), self.ppo.at(advantages)),
+                    "GAE: advantages = returns - values, returns from the lambda-recursion")
+
     def advantage_normalization(self) -> Read | Missing:
         """``normalize_advantage_per_mini_batch``: False normalizes once over the batch in
         ``compute_returns``, True each minibatch in ``update``."""
