@@ -148,3 +148,16 @@ def test_brax_diff_resolves_a_spec_as_slm_lab_loads_it(generated):
     if "${x}" not in text:
         expected = slm_lab_loads(text, {}, "v")
     assert got == expected
+
+
+def test_mse_loss_with_reduction_sum_is_not_read_as_a_mean(tmp_path):
+    # SLM-Lab's get_loss_fn passes the spec's other keys to the class: reduction="sum" sums the
+    # squared errors. brax-diff read the class name and reported mse (a mean).
+    spec = textwrap.dedent(fx.SPEC).lstrip("\n").replace("  loss_spec: {name: MSELoss}\n",
+                                                         "  loss_spec: {name: MSELoss, reduction: sum}\n", 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [{**fx.repo_files(), fx.SPEC_PATH: spec}])
+    fact = SlmExtractor(Repository(path, "slm").resolve("HEAD"), sets={"max_frame": "1e6"}).variant("ppo_fx") \
+        .facts["value_loss"]
+    assert fact.value is None
+    assert fact.unknown == "value_loss: torch.nn.MSELoss(reduction='sum') is not a mean over elements"
