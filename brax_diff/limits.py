@@ -7,7 +7,8 @@ one :class:`LimitExceeded` line that names the file, the line and the limit:
 * nesting: :data:`MAX_NESTING` levels of mappings/lists (YAML, JSON, TOML, Python code);
 * expansion: :data:`MAX_VALUES` values one YAML document may expand to through aliases;
 * numbers: integers of at most :data:`MAX_INT_DIGITS` digits, read or computed;
-* sequences: strings and lists computed by ``*`` or ``+`` of at most :data:`MAX_SEQUENCE` items.
+* sequences: strings and lists computed by ``*`` or ``+`` (or a string method, a join, a
+  format width) of at most :data:`MAX_SEQUENCE` items.
 
 :func:`operation_refused` is the one check every evaluator (Brax literals, SLM-Lab's
 batch guard, rule fix templates) asks before computing ``a ** b`` or ``s * n``.
@@ -85,9 +86,55 @@ def operation_refused(op: str, left: Any, right: Any) -> str | None:
         sizes = (_length(left), _length(right))
         if None not in sizes and sizes[0] + sizes[1] > MAX_SEQUENCE:
             return f"a concatenation longer than {MAX_SEQUENCE} items (limit)"
+    if op == "<<" and _is_int(left) and _is_int(right) and left and right > 0 and \
+            (abs(left).bit_length() + right) * _LOG10_2 > MAX_INT_DIGITS:
+        return f"a shift to more than {MAX_INT_DIGITS} digits (limit)"
     if op == "%" and isinstance(left, (str, bytes)):
         # printf-style formatting takes widths from the format string ("%0999999999d").
         return "%-formatting of a string is not evaluated"
+    return None
+
+
+_WIDTHS = re.compile(r"\d+")
+
+
+def format_spec_refused(spec: str) -> str | None:
+    """Why a format spec (``">999999999"``, ``".5000f"``) must not be applied: a width or
+    precision past MAX_SEQUENCE makes a string that long (or a float's digits that many)."""
+    if any(len(run) > 6 or int(run) > MAX_SEQUENCE for run in _WIDTHS.findall(spec)):
+        return f"a format width or precision over {MAX_SEQUENCE} (limit)"
+    return None
+
+
+_PERCENT_SPECS = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d*)(?:\.(\*|\d*))?")
+_BRACE_SPECS = re.compile(r"\{[^{}]*?:([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+
+
+def template_refused(template: str, style: str) -> str | None:
+    """Why ``template % args`` (style ``%``) or ``template.format(...)`` (style ``{}``) must
+    not be computed: a width or precision in it passes MAX_SEQUENCE, or comes from an argument
+    (``%*d``, ``{:{}}``), which the check cannot see before formatting."""
+    if style == "%":
+        specs = [width + "." + precision for width, precision in _PERCENT_SPECS.findall(template)]
+    else:
+        specs = _BRACE_SPECS.findall(template)
+    for spec in specs:
+        if "*" in spec and style == "%" or "{" in spec:
+            return "a format width taken from an argument is not evaluated"
+        refused = format_spec_refused(spec)
+        if refused:
+            return refused
+    return None
+
+
+def result_refused(value: Any) -> str | None:
+    """Why a computed value must not be kept: an integer over MAX_INT_DIGITS digits or a
+    string/list over MAX_SEQUENCE items (checked after an operation whose cost is bounded)."""
+    if _is_int(value) and int_digits(value) > MAX_INT_DIGITS:
+        return f"an integer with more than {MAX_INT_DIGITS} digits (limit)"
+    size = _length(value)
+    if size is not None and size > MAX_SEQUENCE:
+        return f"a sequence longer than {MAX_SEQUENCE} items (limit)"
     return None
 
 
@@ -204,5 +251,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["MAX_NESTING", "MAX_VALUES", "MAX_INT_DIGITS", "MAX_SEQUENCE", "MAX_FILE_BYTES", "LimitExceeded",
-           "operation_refused", "int_literal_refused", "int_digits", "decode_text", "load_json", "check_nesting",
+           "operation_refused", "int_literal_refused", "format_spec_refused", "template_refused", "result_refused", "int_digits", "decode_text", "load_json", "check_nesting",
            "check_code_depth", "compose_yaml", "check_expansion", "load_yaml", "load_yaml_node", "BoundedConstructor", "at_line", "yaml_error_line"]

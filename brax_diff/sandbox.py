@@ -9,7 +9,10 @@ or a loop that never ends. Here a template
   grows with its length, not with its input;
 * computes ``*``, ``**``, ``+`` ... only after :func:`brax_diff.limits.operation_refused`
   judged the operands' sizes, calls only size-preserving methods and filters, and has no
-  globals (``range``, ``lipsum``);
+  globals (``range``, ``lipsum``); the methods and filters whose output can outgrow their
+  input (``str.join``, ``join``, ``sum``, ``tojson(indent=)``, ``int``) are judged from
+  their operands before they run (:data:`MAX_OUTPUT` characters, :data:`MAX_INDENT`, the
+  integer digit limit);
 * stops after :data:`MAX_OPERATIONS` operations, :data:`MAX_SECONDS` seconds or
   :data:`MAX_OUTPUT` characters of output, with a :class:`TemplateLimit`.
 """
@@ -23,7 +26,7 @@ from typing import Any, Callable
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from .limits import LimitExceeded, check_nesting, operation_refused
+from .limits import LimitExceeded, check_nesting, int_literal_refused, operation_refused, result_refused
 
 MAX_SOURCE = 4_000  # characters of one template
 MAX_OUTPUT = 10_000  # characters one template renders
@@ -87,6 +90,60 @@ def _replace(value: Any, old: Any, new: Any, count: int | None = None) -> str:
     return text.replace(old, new, -1 if count is None else count)
 
 
+MAX_INDENT = 16  # tojson's indent: the output grows with indent x depth x items
+
+
+def _refuse_long(size: int, what: str) -> None:
+    if size > MAX_OUTPUT:
+        raise TemplateLimit(f"{what} would give more than {MAX_OUTPUT} characters (limit)")
+
+
+def _joined_size(separator: Any, items: list) -> int:
+    return sum(len(str(item)) for item in items) + len(str(separator)) * max(len(items) - 1, 0)
+
+
+def _bounded_filters(filters: dict) -> dict:
+    """``join``, ``sum``, ``tojson`` and ``int``, whose output is not bounded by their input
+    (a separator repeated per item, lists summed, an indent, a 4,000-digit number): judged
+    from their operands before they run (the output check comes after the work)."""
+    join, total, tojson, to_int = filters["join"], filters["sum"], filters["tojson"], filters["int"]
+
+    def bounded_join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
+        items = list(value)
+        if attribute is None:
+            _refuse_long(_joined_size(d, items), "join")
+        else:
+            _refuse_long(len(str(d)) * max(len(items) - 1, 0), "join")
+        result = join(eval_ctx, items, d, attribute)
+        _refuse_long(len(result), "join")
+        return result
+
+    def bounded_sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0) -> Any:
+        items = list(iterable)
+        sized = [x for x in [start, *items] if isinstance(x, (str, list, tuple))]
+        if sized and attribute is None:
+            _refuse_long(sum(len(x) for x in sized), "sum")
+        result = total(environment, items, attribute, start)
+        refused = result_refused(result)
+        if refused:
+            raise TemplateLimit(f"sum: {refused}")
+        return result
+
+    def bounded_tojson(eval_ctx: Any, value: Any, indent: Any = None) -> Any:
+        if indent is not None and not (isinstance(indent, int) and 0 <= indent <= MAX_INDENT):
+            raise TemplateLimit(f"tojson(indent=...) over {MAX_INDENT} (limit)")
+        return tojson(eval_ctx, value, indent)
+
+    def bounded_int(value: Any, default: int = 0, base: int = 10) -> int:
+        if isinstance(value, str) and int_literal_refused(value.strip()):
+            raise TemplateLimit(f"int: {int_literal_refused(value.strip())}")
+        return to_int(value, default, base)
+
+    for wrapper, original in ((bounded_join, join), (bounded_sum, total), (bounded_tojson, tojson)):
+        wrapper.jinja_pass_arg = original.jinja_pass_arg  # type: ignore[attr-defined] - eval context/environment
+    return {"join": bounded_join, "sum": bounded_sum, "tojson": bounded_tojson, "int": bounded_int}
+
+
 class BoundedSandbox(SandboxedEnvironment):
     """Jinja's sandbox with every operator, call and lookup counted and size-checked."""
 
@@ -97,6 +154,7 @@ class BoundedSandbox(SandboxedEnvironment):
         self.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
         self.filters = {name: self.filters[name] for name in _SAFE_FILTERS}
         self.filters["replace"] = _replace
+        self.filters.update(_bounded_filters(self.filters))
         self._compiled: dict[str, Template] = {}
         self.compilations = 0  # how many templates this sandbox compiled (tests check "once")
         # Compiled code kept between runs, named by a digest of this module and of ``kept_by``
@@ -146,6 +204,10 @@ class BoundedSandbox(SandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (Jinja's names)
         _spend()
+        if getattr(__obj, "__name__", None) == "join" and isinstance(getattr(__obj, "__self__", None), str) and args:
+            items = list(args[0])  # str.join: the separator is repeated per item
+            _refuse_long(_joined_size(__obj.__self__, items), "str.join")
+            args = (items, *args[1:])
         return super().call(__context, __obj, *args, **kwargs)
 
     def getattr(self, obj: Any, attribute: str) -> Any:

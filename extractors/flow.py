@@ -45,6 +45,8 @@ import libcst as cst
 
 from brax_diff.errors import SourceError
 from brax_diff.facts import Provenance
+from brax_diff.limits import (MAX_SEQUENCE, format_spec_refused, int_literal_refused, operation_refused,
+                              result_refused, template_refused)
 
 from .pyast import PyModule, child_nodes, dotted_name, parse_file, paused_gc
 
@@ -1663,6 +1665,9 @@ class Engine:
         if kind is cst.Call:
             return self._eval_call(node, frame)
         if type(node) is cst.Integer:
+            refused = int_literal_refused(node.value)
+            if refused:
+                return unknown(f"{self.where(frame.module, node).path}: {refused}")
             return V(int(node.value.replace("_", ""), 0), self._at(frame, node))
         if type(node) is cst.Float:
             return V(float(node.value.replace("_", "")), self._at(frame, node))
@@ -1680,8 +1685,15 @@ class Engine:
                     inner = self._eval(part.expression, frame)
                     if not isinstance(inner.data, (str, int, float, bool)) and inner.data is not None:
                         return sym("ext", "str")
-                    parts.append(str(inner.data))
-            return V("".join(parts), self._at(frame, node))
+                    text = self._format_field(part, inner.data, frame)
+                    if text is None:
+                        return sym("ext", "str")
+                    if isinstance(text, V):
+                        return text
+                    parts.append(text)
+            joined = "".join(parts)
+            refused = result_refused(joined)
+            return unknown(f"an f-string: {refused}") if refused else V(joined, self._at(frame, node))
         if type(node) is cst.Name:
             if node.value in ("True", "False", "None"):
                 return V({"True": True, "False": False, "None": None}[node.value], self._at(frame, node))
@@ -1798,6 +1810,26 @@ class Engine:
         op = "neg" if isinstance(node.operator, cst.Minus) else ("pos" if isinstance(node.operator, cst.Plus)
                                                                  else "invert")
         return sym(op, "", (value,), lines=self._at(frame, node))
+
+    def _format_field(self, part: cst.FormattedStringExpression, value: Any, frame: Frame) -> "str | V | None":
+        """One ``{expr!conv:spec}`` of an f-string as Python formats it; None when the spec is
+        not a literal the engine applies, an Unknown when a limit refuses it."""
+        if part.equal is not None:
+            return None
+        if part.conversion:
+            value = {"r": repr, "s": str, "a": ascii}[part.conversion](value)
+        spec = ""
+        for piece in part.format_spec or ():
+            if not isinstance(piece, cst.FormattedStringText):
+                return None
+            spec += piece.value
+        refused = format_spec_refused(spec)
+        if refused:
+            return unknown(f"an f-string field: {refused}")
+        try:
+            return format(value, spec)
+        except (TypeError, ValueError) as exc:
+            return unknown(f"an f-string field cannot be formatted ({exc})")
 
     def _unary_const(self, node: cst.UnaryOperation, value: V, frame: Frame) -> V:
         try:
@@ -2357,6 +2389,9 @@ class Engine:
         if isinstance(data, str) and all(is_const(a) for a in args) and all(is_const(v) for v in kwargs.values()):
             fn = getattr(str, name, None)
             if fn is not None and name in _STR_METHODS:
+                refused = _str_method_refused(name, data, [plain(a) for a in args])
+                if refused:
+                    return unknown(f"str.{name}: {refused}"), None
                 try:
                     result = fn(data, *[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
                 except (TypeError, ValueError) as exc:
@@ -2492,14 +2527,53 @@ _STR_METHODS = {"startswith", "endswith", "removeprefix", "removesuffix", "repla
                 "split", "format", "join", "rstrip", "lstrip", "count", "find"}
 
 
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "pow": "**", "mod": "%", "lshift": "<<"}
+
+
 def _apply(op: str, a: Any, b: Any) -> Any:
+    """``a op b`` on constants, refused (ValueError) before computing when the result would pass
+    the documented limits (brax_diff.limits): repeated squaring or shifting stops there."""
     if op == "mul" and (isinstance(a, (tuple, list, str)) or isinstance(b, (tuple, list, str))):
         if isinstance(a, (tuple, list, str)) and isinstance(b, int) and b > 10_000 or \
                 isinstance(b, (tuple, list, str)) and isinstance(a, int) and a > 10_000:
             raise ValueError("repetition too long")
     if op == "pow" and isinstance(b, (int, float)) and abs(b) > 64:
         raise ValueError("power too large")
-    return _PY_OPS[op](a, b)
+    if op == "mod" and isinstance(a, str):
+        refused = template_refused(a, "%")
+        if refused:
+            raise ValueError(refused)
+    elif op in _SYMBOLS:
+        refused = operation_refused(_SYMBOLS[op], a, b)
+        if refused:
+            raise ValueError(refused)
+    result = _PY_OPS[op](a, b)
+    refused = result_refused(result)
+    if refused:
+        raise ValueError(refused)
+    return result
+
+
+def _str_method_refused(name: str, text: str, args: list) -> str | None:
+    """Why ``text.name(*args)`` must not be computed: its result (bounded from the operands
+    before computing) would pass MAX_SEQUENCE characters, or a format width would."""
+    if name == "format":
+        return template_refused(text, "{}")
+    size = 0
+    if name == "join" and args:
+        try:
+            items = list(args[0])
+        except TypeError:
+            return None
+        if len(items) > MAX_SEQUENCE:
+            return f"a join of more than {MAX_SEQUENCE} items (limit)"
+        size = sum(len(x) for x in items if isinstance(x, str)) + len(text) * max(len(items) - 1, 0)
+    elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        count = text.count(args[0]) if args[0] else len(text) + 1
+        size = len(text) + count * len(args[1])
+    if size > MAX_SEQUENCE:
+        return f"a string longer than {MAX_SEQUENCE} characters (limit)"
+    return None
 
 
 def _numbers(args: list[V]) -> list | None:
@@ -2950,9 +3024,34 @@ class Linear:
     why: str | None = None  # why the coefficient is unknown
 
 
+# Values are shared, not copied: `x = x * x` run 40 times is a chain of 40 nodes that a walk
+# taking products apart would visit 2**40 times. Walks stop past this many visits.
+MAX_WALK = 10_000
+
+
+class _WalkTooLong(Exception):
+    pass
+
+
+def _visit(budget: list) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _WalkTooLong
+
+
 def linear(v: V) -> Linear:
     """``jnp.mean(e * e) * 0.5 * vf`` -> 0.5*vf x [mean(e * e)]; constant factors of
-    nested products and of linear reductions (``mean(c * x)``) are pulled out."""
+    nested products and of linear reductions (``mean(c * x)``) are pulled out. A product of
+    more than MAX_WALK parts has an unknown coefficient (with why)."""
+    try:
+        return _linear(v, [MAX_WALK])
+    except _WalkTooLong:
+        return Linear(None, (v,), v.lines, f"a product of more than {MAX_WALK} parts (limit)")
+
+
+def _linear(v: V, budget: list) -> Linear:
+    _visit(budget)
+    linear = lambda inner: _linear(inner, budget)  # noqa: E731 - the recursion shares the budget
     data = v.data
     if is_const(v) and isinstance(data, (int, float)) and not isinstance(data, bool):
         return Linear(float(data), (), all_lines(v))
@@ -3015,12 +3114,21 @@ def call_operand(v: V) -> V | None:
 
 
 def terms(v: V) -> list[V]:
-    """The summands of ``a + b - c`` (a subtraction's right side negated)."""
+    """The summands of ``a + b - c`` (a subtraction's right side negated); a sum of more than
+    MAX_WALK parts is one unknown term (with why)."""
+    try:
+        return _terms(v, [MAX_WALK])
+    except _WalkTooLong:
+        return [unknown(f"a sum of more than {MAX_WALK} terms (limit)")]
+
+
+def _terms(v: V, budget: list) -> list[V]:
+    _visit(budget)
     data = v.data
     if isinstance(data, Sym) and data.op == "add":
-        return terms(data.args[0]) + terms(data.args[1])
+        return _terms(data.args[0], budget) + _terms(data.args[1], budget)
     if isinstance(data, Sym) and data.op == "sub":
-        return terms(data.args[0]) + [sym("neg", "", (t,)) for t in terms(data.args[1])]
+        return _terms(data.args[0], budget) + [sym("neg", "", (t,)) for t in _terms(data.args[1], budget)]
     return [v]
 
 

@@ -112,15 +112,20 @@ def factors(v: V) -> list[V]:
     return out
 
 
-def product_lines(v: V) -> frozenset:
-    """The lines of a product's operations, through the calls :func:`factors` looks into."""
+def product_lines(v: V, seen: set | None = None) -> frozenset:
+    """The lines of a product's operations, through the calls :func:`factors` looks into
+    (each shared operand once: `x = x * x` in a loop shares it)."""
+    seen = set() if seen is None else seen
+    if id(v) in seen:
+        return frozenset()
+    seen.add(id(v))
     lines = set(v.lines)
     data = v.data
     if isinstance(data, flow.Sym) and data.op in ("mul", "div", "neg"):
         for operand in data.args:
-            lines |= product_lines(operand)
+            lines |= product_lines(operand, seen)
     elif flow.call_name(v) in ELEMENTWISE and flow.call_operand(v) is not None:
-        lines |= product_lines(flow.call_operand(v))
+        lines |= product_lines(flow.call_operand(v), seen)
     return frozenset(lines)
 
 

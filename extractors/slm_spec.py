@@ -37,6 +37,14 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 SCOPE_PLACEHOLDERS = {("env", "name"), ("env", "max_frame"), ("agent", "net", "lr_scheduler_spec", "frame")}
 
 Path = tuple[str, ...]
+# Numbers SLM-Lab converts with float() before use (the env builder's clip bound); any other
+# number written as text (`lr: 1e-3`, which YAML 1.1 reads as a string) reaches torch or the
+# algorithm's arithmetic as a string, and the run fails.
+CONVERTED_BY_SLM = frozenset({"env.clip_obs"})
+# Counts SLM-Lab loops over with range(): a float fails, less than 1 runs no pass.
+INTEGER_COUNTS = {"agent.algorithm.training_epoch": "SLM-Lab's update loops range(training_epoch)"}
+# Types SLM-Lab's spec_util.check asserts (its SPEC_FORMAT), for the keys brax-diff reads.
+CHECKED_BY_SLM = {"env.max_frame": (int, float), "meta.max_session": (int,)}
 
 
 @dataclass
@@ -82,11 +90,31 @@ class ResolvedSpec:
             if value is not None and not _is_number(value):
                 raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
                                 f"a number, not {type(value).__name__} {_short(value)}")
+            if isinstance(value, str) and dotted not in CONVERTED_BY_SLM:
+                raise self._cannot_run(dotted, f"is the text {value!r}, which SLM-Lab passes on unconverted "
+                                               "(YAML 1.1 reads an exponent without a '.' as text: write "
+                                               f"{_dotted_float(value)})")
+        for dotted, why in INTEGER_COUNTS.items():
+            value = self.get(dotted)
+            if isinstance(value, float) or isinstance(value, bool):
+                raise self._cannot_run(dotted, f"is {value!r}, not an integer ({why})")
+            if isinstance(value, int) and value < 1:
+                raise self._cannot_run(dotted, f"is {value}: {why} runs no pass, so the variant never trains")
+        for dotted, kinds in CHECKED_BY_SLM.items():
+            value = self.get(dotted)
+            if self.has(dotted) and not (isinstance(value, kinds) and not isinstance(value, bool)) and not (
+                    isinstance(value, str) and PLACEHOLDER.search(value)):
+                raise self._cannot_run(dotted, f"is {type(value).__name__} {_short(value)}; SLM-Lab's spec check "
+                                               f"(spec_util.check) requires {' or '.join(k.__name__ for k in kinds)}")
         for dotted in names:
             value = self.get(dotted)
             if isinstance(value, (dict, list)):
                 raise SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} must be "
                                 f"a name, not a {'mapping' if isinstance(value, dict) else 'list'}")
+
+    def _cannot_run(self, dotted: str, why: str) -> SpecError:
+        return SpecError(f"{self.path}: line {self.line(dotted)}: variant {self.name}: {dotted} {why}; "
+                         "SLM-Lab cannot run this variant")
 
     def line(self, dotted: str) -> int | None:
         """The line of the value at ``dotted``, or of its nearest written parent."""
@@ -106,6 +134,16 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return isinstance(value, str)
+
+
+def _dotted_float(text: str) -> str:
+    """``1e-3`` as YAML 1.1 reads a float: ``1.0e-3``."""
+    mantissa, _, exponent = text.lower().partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent and exponent[0] not in "+-":
+        exponent = "+" + exponent
+    return f"{mantissa}e{exponent}" if exponent else mantissa
 
 
 def _short(value: Any) -> str:
@@ -208,7 +246,7 @@ class SpecFile:
         node = self._top[name]
         if not isinstance(node, MappingNode):
             raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: variant {name} must be a mapping")
-        data, lines = _Builder(self.path).build(node)
+        data, lines = _Builder(self.path, self.is_json).build(node)
         spec = ResolvedSpec(self.path, name, data, lines.flatten())
         self._check_placeholders(spec)
         return spec
@@ -243,8 +281,9 @@ class _Builder:
     value's lines with it instead of searching every recorded path.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, is_json: bool = False) -> None:
         self.path = path
+        self.is_json = is_json
         self.count = 0
         self.constructor = BoundedConstructor()
         self.constructor.origin = path
@@ -259,6 +298,12 @@ class _Builder:
         if depth > MAX_NESTING:
             raise LimitExceeded(f"{self.path}: line {line}: values nest deeper than {MAX_NESTING} levels (limit)")
         if isinstance(node, ScalarNode):
+            if self.is_json and node.style is None:
+                # SLM-Lab reads .json with json.loads: 1e-3 is a number there, text to YAML 1.1.
+                try:
+                    return load_json(node.value, self.path), _Lines(line)
+                except ValueError:
+                    pass
             try:
                 return self.constructor.construct_object(node, deep=True), _Lines(line)
             except yaml.YAMLError as exc:
@@ -275,20 +320,22 @@ class _Builder:
             self.active.discard(id(node))
 
     def _mapping(self, node: MappingNode, depth: int) -> tuple[dict, "_Lines"]:
-        merged: list[MappingNode] = []
+        merged: list[MappingNode] = []  # in PyYAML's order: a later one wins over an earlier one
         explicit: list[tuple[str, Node]] = []
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
-                merged.extend(self._merge_sources(value_node))
+                # PyYAML (flatten_mapping): `<<: [a, b]` puts b before a (a wins), and of two
+                # separate `<<` keys the later one's values come later (it wins).
+                merged.extend(reversed(self._merge_sources(value_node)))
                 continue
             if not isinstance(key_node, ScalarNode):
                 raise SpecError(f"{self.path}: line {key_node.start_mark.line + 1}: keys must be plain scalars")
             explicit.append((str(self.constructor.construct_object(key_node)), value_node))
         out: dict[str, Any] = {}
         children: dict[str, _Lines] = {}
-        # Shallow merge, as YAML's << does: the first merged mapping wins over later
-        # ones, and the mapping's own keys win over all of them.
-        for source in reversed(merged):
+        # Shallow merge, as PyYAML's << does: a later merged value replaces an earlier
+        # one, and the mapping's own keys win over all of them.
+        for source in merged:
             values, lines = self.build(source, depth)
             for key, value in values.items():
                 out.pop(key, None)

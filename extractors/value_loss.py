@@ -47,7 +47,7 @@ def value_loss_form(atoms: Iterable[flow.V], distributional_results: Iterable[fl
     return None, f"the value loss `{flow.describe(atom)}` is not a form the extractor recognises"
 
 
-def _loss_module(atom: flow.V) -> tuple[str, str] | None:
+def _loss_module(atom: flow.V) -> tuple[str | None, str] | None:
     """``torch.nn.MSELoss()(pred, target)``: a call of a loss module made from a class."""
     data = atom.data
     if not (isinstance(data, flow.Sym) and data.op == "call" and data.args):
@@ -57,8 +57,11 @@ def _loss_module(atom: flow.V) -> tuple[str, str] | None:
         name = flow.short_name(callee.data.args[0])
         if name in LOSS_NAMES:
             reduction = dict(callee.data.kwargs).get("reduction")
-            if reduction is not None and flow.is_const(reduction) and flow.plain(reduction) != "mean":
-                return None
+            if reduction is not None and not (flow.is_const(reduction) and flow.plain(reduction) == "mean"):
+                # A sum (or no reduction) is not the mean the forms compare; falling through to the
+                # class name read it as one.
+                shown = repr(flow.plain(reduction)) if flow.is_const(reduction) else flow.describe(reduction)
+                return None, f"torch.nn.{name}(reduction={shown}) is not a mean over elements"
             return LOSS_NAMES[name], f"torch.nn.{name} (a mean over elements)"
     return None
 
