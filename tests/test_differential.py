@@ -205,10 +205,8 @@ def functions(draw) -> str:
     lines: list[str] = []
     config = False
     for index in range(draw(st.integers(1, 6))):
-        # "update" (ConfigDict.update) is left out until the engine's ConfigDict model has it: see
-        # test_config_dict_update_is_not_silently_dropped (xfail, the Playground-engine work of issue 26 item 1).
         kind = draw(st.sampled_from(["assign", "assign", "augment", "if_env", "if_const", "config", "field",
-                                     "adam", "loop"]))
+                                     "update", "adam", "loop"]))
         name = f"v{index}"
         if kind == "assign" or (kind in ("field", "update") and not config) or (kind in ("augment", "loop")
                                                                                  and not names):
@@ -256,8 +254,6 @@ def test_the_engine_gives_what_execution_gives_or_unknown(source):
 
 # -- regression examples the differential found ------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="the engine's ConfigDict model has no update() yet (issue 26 item 1, "
-                                       "Playground configs through the engine)")
 def test_config_dict_update_is_not_silently_dropped():
     # Found by the differential: the engine answered discounting=0 (update() ignored), not unknown.
     check(PRELUDE + "def f(env_name):\n    cfg = config_dict.create(learning_rate=0, discounting=0)\n"
