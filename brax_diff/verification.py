@@ -120,6 +120,8 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
     for name in ("closed_fraction", "baseline_mean", "all_fixes_mean", "reference_mean"):
         if _number(raw_gap.get(name)):
             gap[name] = raw_gap[name]
+    if raw_gap.get("closed_fraction") == "unbounded":  # never a number: its denominator may be 0
+        gap["closed_fraction"] = "unbounded"
     interval = raw_gap.get("closed_fraction_ci")
     if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
         gap["closed_fraction_ci"] = interval

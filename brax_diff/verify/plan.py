@@ -39,6 +39,11 @@ DEFAULT_SEEDS = 5
 DEFAULT_BUDGET = 1_000_000
 DEFAULT_EVALS = 10  # checkpoints after the one before training
 DEFAULT_EVAL_ENVS = 32  # full evaluation episodes per checkpoint
+# A run "solves" its environment at or above this score: DM Control's returns are out of 1,000
+# (1,000-step episodes, reward <= 1 a step), and its outcomes are solve-or-plateau (the
+# committed CartpoleBalance baseline: 2 of 10 seeds at ~1,000, the rest 170-480). The
+# probability of solving is measured beside the mean (stats.solving), with an exact test.
+DEFAULT_SOLVE_THRESHOLD = 800.0
 
 BASELINE, ALL_FIXES, REFERENCE = "baseline", "all_fixes", "reference"
 ARM_GROUPS = {
@@ -243,6 +248,7 @@ class Plan:
     spec_sets: dict[str, str] = field(default_factory=dict)  # SLM-Lab ${var}s the extraction used (max_frame)
     # env -> the variant `brax-diff fix` wrote that all_fixes trains; empty: all_fixes moves settings
     fixed_variants: dict[str, str] = field(default_factory=dict)
+    solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD  # score at or above which a run solved
 
     @property
     def with_reference(self) -> bool:
@@ -276,6 +282,7 @@ class Plan:
             "warnings": list(self.warnings),
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
             "spec_sets": dict(sorted(self.spec_sets.items())),
+            "solve_threshold": self.solve_threshold,
             "all_fixes": ({"from": "spec", "variants": dict(sorted(self.fixed_variants.items()))}
                           if self.fixed_variants else {"from": "settings"}),
             "sources": self.sources,
@@ -296,6 +303,9 @@ class Plan:
         lines.append(f"  scoring: Brax's evaluator, {self.scoring.eval_envs} full episodes per checkpoint, "
                      f"{'deterministic' if self.scoring.deterministic else 'stochastic'} policy, at "
                      f"{_steps_list(self.scoring.checkpoints)} env steps; a run's score is the last checkpoint")
+        if self.solve_threshold is not None:
+            lines.append(f"  solved: a run scoring >= {self.solve_threshold:g}; the probability of solving is its own "
+                         "measure (exact interval, exact McNemar test on the paired seeds)")
         if self.num_envs:
             lines.append(f"  scaled: every arm runs {self.num_envs} envs; each side keeps its minibatches per "
                          "epoch, epochs, unroll length and unrolls per update")
@@ -439,7 +449,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                overrides: Mapping[str, Any] | None = None, reference: bool = True,
                arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
                evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False,
-               fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single") -> Plan:
+               fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single",
+               solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD) -> Plan:
     """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
@@ -585,7 +596,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
-                overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
+                overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants,
+                solve_threshold=solve_threshold)
 
 
 def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:

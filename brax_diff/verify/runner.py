@@ -37,6 +37,8 @@ CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-
             "the time, and --preset cpu sizes a plan for a 2-core machine")
 
 # (x, y) of the gap family: x - y, so a positive difference means x scores higher.
+UNBOUNDED = "unbounded"  # verify.json's closed_fraction when its interval is the whole line
+
 GAP_COMPARISONS = {
     "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
     "reference_vs_baseline": (REFERENCE, BASELINE),
@@ -313,7 +315,7 @@ def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict
         meta[name] = (x_arm, y_arm, envs, seeds)
         if seeds:
             matrices[name] = (x, y)
-    decided = stats.decide_family(matrices)
+    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold)
     out = []
     for name in sorted(comparisons):
         x_arm, y_arm, envs, seeds = meta[name]
@@ -377,10 +379,11 @@ def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, An
     for arm, mean in means.items():
         out[f"{arm}_mean"] = mean
     closed, gap = means[ALL_FIXES] - means[BASELINE], means[REFERENCE] - means[BASELINE]
-    out["closed_fraction"] = closed / gap if gap != 0 else None
     vb, vf, vr = (spreads[a].variance for a in (BASELINE, ALL_FIXES, REFERENCE))
     df = len(seeds) - 1
     interval = stats.fieller_ratio(closed, gap, vf + vb, vr + vb, vb, df) if gap != 0 else None
+    # a ratio whose denominator may be 0 has no number to print: its point estimate is noise
+    out["closed_fraction"] = closed / gap if interval is not None else UNBOUNDED
     out["closed_fraction_ci"] = None if interval is None else list(interval)
     if interval is None:
         out["reason"] = (f"the gap between baseline and reference is not resolved at {len(seeds)} seeds: "
@@ -670,8 +673,13 @@ def _comparison(entry: dict[str, Any]) -> str:
     detail = entry.get("reason") or ""
     if entry["verdict"] == stats.INCONCLUSIVE and entry.get("min_detectable_effect") is not None:
         detail = "; ".join(filter(None, (detail, f"detectable: |effect| >= {entry['min_detectable_effect']:.1f}")))
+    solving = entry.get("solving")
+    solved = ""
+    if solving and (solving["rate_x"] or solving["rate_y"]):  # said only where some run solved
+        solved = (f"; solved (>= {solving['threshold']:g}) {solving['rate_x']:.0%} vs {solving['rate_y']:.0%}, "
+                  f"exact McNemar p={solving['p']:.3g}: {solving['verdict']}")
     return (f"{entry['arm'] + ' - ' + entry['vs']:<34}{delta}{_ci(entry)}  {entry['verdict']}"
-            f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}")
+            f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}{solved}")
 
 
 def render(result: VerifyResult) -> str:
@@ -689,10 +697,11 @@ def render(result: VerifyResult) -> str:
         for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline"):
             lines.append(f"  {_comparison(gap[name])}")
         fraction = gap.get("closed_fraction")
-        if fraction is not None:
+        if fraction == UNBOUNDED:
+            lines.append(f"  fraction of the gap the fixes close: unbounded ({gap.get('reason', '')})")
+        elif fraction is not None:
             interval = gap.get("closed_fraction_ci")
-            bounds = f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f" ({gap.get('reason', '')})"
-            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f}{bounds}")
+            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]")
         elif gap.get("reason"):
             lines.append(f"  fraction of the gap the fixes close: unknown ({gap['reason']})")
     others = [entry for entry in result.verdicts if entry["family"] != "gap" or not gap]
