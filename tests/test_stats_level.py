@@ -107,3 +107,19 @@ def test_power_comes_from_the_same_simulation():
         assert table_10[shape] is not None and table_20[shape] is not None
         assert table_20[shape] < table_10[shape]
     assert stats.power_table(5, level, sims=50) == {"normal": None, "bimodal": None, "heavy-tailed": None}
+
+
+def test_the_plan_reports_power_from_the_simulation():
+    from test_verify_plan import pair
+
+    from brax_diff.verify import build_plan
+
+    brax, slm = pair()
+    for seeds, expected in ((5, "cannot reject"), (10, "found with 80% probability")):
+        plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=seeds, budget=1600, evals=1, eval_envs=4)
+        power = plan.power(sims=100)
+        assert power["seeds_needed"] == 7 and power["level"] == pytest.approx(0.05 / 3)
+        text = plan.render(power=power)
+        assert expected in text and "solved: a run scoring >= 800" in text
+        if seeds == 10:
+            assert all(v is not None and 0 < v < 2000 for v in power["detectable"].values())

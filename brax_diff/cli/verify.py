@@ -131,9 +131,9 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:
         if fmt == "json":
-            print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS))
+            print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS, power=plan.power()))
         else:
-            _echo(plan.render(cost), nl=False)
+            _echo(plan.render(cost, plan.power()), nl=False)
         return
     missing = training_stack_missing()
     if missing:

@@ -292,7 +292,18 @@ class Plan:
             "runs": [r.to_json() for r in self.runs],
         }
 
-    def render(self, estimate: "Estimate | None" = None) -> str:
+    def power(self, sims: int = 400) -> dict[str, Any]:
+        """What this seed count can detect, simulated on the verdict's own test (stats.power_table):
+        per null shape, the smallest true difference found with 80 % probability at the first
+        Holm level of the gap family (three tests)."""
+        from . import stats
+
+        level = stats.ALPHA / 3
+        return {"seeds": self.seeds, "level": level, "power": stats.POWER, "test": stats.TEST_NAME,
+                "seeds_needed": stats.seeds_needed(level),
+                "detectable": stats.power_table(self.seeds, level, sims=sims)}
+
+    def render(self, estimate: "Estimate | None" = None, power: dict[str, Any] | None = None) -> str:
         """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
         arms = self.arms()
         lines = [f"verify plan: {len(self.runs)} runs = {len(self.envs)} env(s) x {self.seeds} seed(s) x "
@@ -335,12 +346,25 @@ class Plan:
         lines.append("\narms: " + ", ".join(arms))
         if estimate is not None:
             lines.append(estimate.render())
+        if power is not None:
+            lines.append(_render_power(power))
         for warning in self.warnings:
             lines.append(f"warning: {warning}")
         return "\n".join(lines) + "\n"
 
     def dumps(self) -> str:
         return dumps(self.to_json())
+
+
+def _render_power(power: Mapping[str, Any]) -> str:
+    shapes = power["detectable"]
+    if all(v is None for v in shapes.values()):
+        return (f"power: at {power['seeds']} seeds the paired test cannot reject at {power['level']:.3g} "
+                f"(the gap family's first Holm level); {power['seeds_needed']} seeds are needed")
+    found = ", ".join(f"{name} {value:,.0f}" for name, value in shapes.items() if value is not None)
+    return (f"power (simulated on the paired sign-flip test at {power['level']:.3g}, {power['seeds']} seeds): "
+            f"a true difference is found with {power['power']:.0%} probability from about {found} score "
+            "points (null shapes: normal sd 100; 2 in 10 seeds solve at ~1,000, the rest 170-480; Student-t 2 df x 100)")
 
 
 def _steps_list(steps: list[int]) -> str:
