@@ -121,6 +121,10 @@ TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
 SINGLE, BATCHED = "single", "seed-batched/2"
 ENGINES = {"single": SINGLE, "batched": BATCHED}  # --engine NAME -> engine
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
+# How a PyTorch run derives its random streams from its seed (ppo_torch.stream_seed): one numpy
+# SeedSequence per seed, spawned per purpose. Part of the run identity: results drawn with the
+# older seed * 1,000,003 + stream scheme (whose streams overlapped across seeds) are not reused.
+SEED_STREAMS = "seedsequence/1"
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -200,16 +204,20 @@ class RunSpec:
     scoring: Scoring
     engine: str = SINGLE  # how a TORCH run trains (ENGINES); Brax's trainer has one way
 
-    def identity(self, version: str) -> dict:
+    def identity(self, version: str, platform: Mapping[str, Any] | None = None) -> dict:
         out = {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        if platform is not None:  # bit-identical only on the same CPU and builds (platform.py)
+            out["platform"] = dict(platform)
+        if self.trainer == TORCH:
+            out["seed_streams"] = SEED_STREAMS
         if self.trainer == TORCH and self.engine != SINGLE:
             out["engine"] = self.engine
         return out
 
-    def run_id(self, version: str) -> str:
+    def run_id(self, version: str, platform: Mapping[str, Any] | None = None) -> str:
         """The cache key: a hash of everything that changes the run's outcome (not its arm name)."""
-        text = json.dumps(self.identity(version), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(self.identity(version, platform), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
     def to_json(self) -> dict:

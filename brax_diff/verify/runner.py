@@ -55,6 +55,7 @@ class VerifyResult:
     plots: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     seconds: float = 0.0
+    platform: dict[str, Any] = field(default_factory=dict)  # platform.describe() of the machine that ran it
 
     @property
     def failed(self) -> list[RunResult]:
@@ -74,8 +75,11 @@ class VerifyResult:
         return out
 
     def to_json(self) -> dict:
+        from .platform import describe
+
         return {
             "plan": self.plan.to_json(),
+            "platform": self.platform or describe(),
             "device": self.device,
             "gap": self.gap,
             "verdicts": self.verdicts,
