@@ -128,6 +128,18 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
                       reference=not no_reference, deterministic=deterministic, engine=engine, **options)
     plan.spec_sets = dict(spec_sets)
+    if plan.with_reference:
+        from ..verify.trainer_files import compare, installed_trainer, notice, ref_trainer
+
+        ref = None
+        if brax_json is None:
+            from ..session import open_snapshots
+
+            ref = ref_trainer(open_snapshots(settings, ("brax",))["brax"])
+        plan.reference_trainer = compare(installed_trainer(), ref)
+        line = notice(plan.reference_trainer)
+        if line:
+            _echo(f"warning: {line}", err=True)
     cost = estimate(plan, load_throughput(throughput), jobs)
     if plan_only:
         if fmt == "json":

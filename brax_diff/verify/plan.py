@@ -257,6 +257,8 @@ class Plan:
     # env -> the variant `brax-diff fix` wrote that all_fixes trains; empty: all_fixes moves settings
     fixed_variants: dict[str, str] = field(default_factory=dict)
     solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD  # score at or above which a run solved
+    # the installed Brax trainer against the --brax ref's (trainer_files.compare); empty: not compared
+    reference_trainer: dict[str, Any] = field(default_factory=dict)
 
     @property
     def with_reference(self) -> bool:
@@ -291,6 +293,7 @@ class Plan:
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
             "spec_sets": dict(sorted(self.spec_sets.items())),
             "solve_threshold": self.solve_threshold,
+            "reference_trainer": self.reference_trainer,
             "all_fixes": ({"from": "spec", "variants": dict(sorted(self.fixed_variants.items()))}
                           if self.fixed_variants else {"from": "settings"}),
             "sources": self.sources,
