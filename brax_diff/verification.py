@@ -19,9 +19,12 @@ GAP_ROWS = (
     ("baseline_vs_reference", "SLM-Lab's settings (baseline) vs Brax's trainer (reference)"),
     ("all_fixes_vs_reference", "{fixes} (all_fixes) vs Brax's trainer (reference)"),
     ("all_fixes_vs_baseline", "{fixes} (all_fixes) vs SLM-Lab's settings (baseline)"),
+    ("spec_fixes_vs_reference", "the spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference)"),
+    ("spec_fixes_vs_baseline", "the spec variant `brax-diff fix` writes (spec_fixes) vs SLM-Lab's settings (baseline)"),
 )
 # What all_fixes trained (plan.all_fixes.from; a verify.json without it predates the spec arm)
-ALL_FIXES_TITLES = {"settings": "every expressible fix", "spec": "the spec variant `brax-diff fix` writes"}
+ALL_FIXES_TITLES = {"settings": "every expressible fix, trainer-level, code changes included",
+                    "spec": "the spec variant `brax-diff fix` writes"}
 
 
 def check_result(data: Any, origin: str) -> dict:

@@ -149,7 +149,9 @@ def test_a_gap_only_verification_says_leave_one_out_was_not_run_and_its_size(tmp
     section_text = section(render_markdown(model(verification=entries)), "## Verification")
     assert ("leave-one-out: all_fixes with one fix undone) was not run here; `brax-diff verify --arms gap,loo` "
             "runs it (2 more arms, one per fix, meant for a GPU)") in section_text
-    assert "| every expressible fix (all_fixes) vs SLM-Lab's settings (baseline) |" in section_text
+    assert ("| every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's settings "
+            "(baseline) |") in section_text
+    # a verify.json from before the spec_fixes arm, whose all_fixes was the written variant
     data["plan"]["all_fixes"] = {"from": "spec", "variants": {"CartpoleBalance": "ppo_playground_brax"}}
     entries = verification_entries(data, tmp_path / "verify", tmp_path / "reports")
     section_text = section(render_markdown(model(verification=entries)), "## Verification")

@@ -309,8 +309,8 @@ VERIFY_ENV_FOR_FAMILY = {"dm_control": "CartpoleBalance"}
 def _run_verify(brax_extractor, slm_extractor, scope: Scope, variant: str | None, settings: Settings,
                 output_dir: Path, set_values: dict) -> dict:
     """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
-    or cpu), all_fixes being the variant `brax-diff fix` writes (verify's default); the
-    result's JSON."""
+    or cpu), spec_fixes being the variant `brax-diff fix` writes beside the trainer-level
+    all_fixes (verify's default); the result's JSON."""
     from pathlib import Path
 
     from ..verify import build_plan, run_plan, training_stack_missing

@@ -6,9 +6,11 @@ Static (no torch, no jax): :func:`build_plan` compares a Brax and an SLM-Lab
 the PyTorch trainer and of Brax's own trainer:
 
 * ``baseline``: SLM-Lab's settings;
-* ``all_fixes``: every difference the trainer can express moved to Brax's value at once, or,
-  given ``fixed`` (the SLM-Lab variant ``brax-diff fix`` writes, read back), that variant's
-  own settings: then "this spec, trained" and "these settings, trained" are one run;
+* ``all_fixes`` (trainer-level, code changes included): every difference the trainer can
+  express moved to Brax's value at once, including those a spec cannot carry (they need
+  code changes in SLM-Lab);
+* ``spec_fixes``: given ``fixed`` (the SLM-Lab variant ``brax-diff fix`` writes, read back),
+  that variant's own settings, trained as SLM-Lab would run it: what a maintainer would ship;
 * ``loo:<key>``: ``all_fixes`` with that one key back at SLM-Lab's value (what that fix is
   worth given the others);
 * ``variant:<key>``: ``baseline`` with only that key moved (the older one-at-a-time arms);
@@ -45,9 +47,13 @@ DEFAULT_EVAL_ENVS = 32  # full evaluation episodes per checkpoint
 # probability of solving is measured beside the mean (stats.solving), with an exact test.
 DEFAULT_SOLVE_THRESHOLD = 800.0
 
-BASELINE, ALL_FIXES, REFERENCE = "baseline", "all_fixes", "reference"
+BASELINE, ALL_FIXES, SPEC_FIXES, REFERENCE = "baseline", "all_fixes", "spec_fixes", "reference"
+# What each fix arm is, in every text that names it (plan, runner, report, docs)
+ARM_TITLES = {ALL_FIXES: "all_fixes (trainer-level, code changes included)",
+              SPEC_FIXES: "spec_fixes (the spec variant `brax-diff fix` writes)"}
 ARM_GROUPS = {
-    "gap": "baseline, all_fixes and reference: how far behind, and how much the fixes close",
+    "gap": "baseline, all_fixes (trainer-level, code changes included), spec_fixes (the variant `brax-diff fix` "
+           "writes, when planned from the repositories) and reference: how far behind, and how much the fixes close",
     "loo": "loo:<key> for every moved key: all_fixes with that one fix undone",
     "variants": "variant:<key> for every moved key: baseline with only that key moved",
 }
@@ -254,8 +260,9 @@ class Plan:
     num_envs: int | None = None  # every arm scaled to this many envs
     warnings: list[str] = field(default_factory=list)
     spec_sets: dict[str, str] = field(default_factory=dict)  # SLM-Lab ${var}s the extraction used (max_frame)
-    # env -> the variant `brax-diff fix` wrote that all_fixes trains; empty: all_fixes moves settings
+    # env -> the variant `brax-diff fix` wrote that spec_fixes trains; empty: no spec_fixes arm
     fixed_variants: dict[str, str] = field(default_factory=dict)
+    spec_ablations: list[Ablation] = field(default_factory=list)  # what spec_fixes moves, per key
     solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD  # score at or above which a run solved
     # the installed Brax trainer against the --brax ref's (trainer_files.compare); empty: not compared
     reference_trainer: dict[str, Any] = field(default_factory=dict)
@@ -294,8 +301,11 @@ class Plan:
             "spec_sets": dict(sorted(self.spec_sets.items())),
             "solve_threshold": self.solve_threshold,
             "reference_trainer": self.reference_trainer,
-            "all_fixes": ({"from": "spec", "variants": dict(sorted(self.fixed_variants.items()))}
-                          if self.fixed_variants else {"from": "settings"}),
+            "all_fixes": {"from": "settings", "title": ARM_TITLES[ALL_FIXES]},
+            "spec_fixes": ({"from": "spec", "title": ARM_TITLES[SPEC_FIXES],
+                            "variants": dict(sorted(self.fixed_variants.items())),
+                            "ablations": [a.to_json() for a in self.spec_ablations]}
+                           if self.fixed_variants else None),
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
             "defaults_used": {env: list(v) for env, v in sorted(self.defaults_used.items())},
@@ -339,8 +349,15 @@ class Plan:
         if self.spec_sets:
             lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
         if self.fixed_variants:
-            lines.append("  all_fixes trains the spec variant `brax-diff fix` writes: " + ", ".join(
+            lines.append("  spec_fixes trains the spec variant `brax-diff fix` writes, as SLM-Lab runs it: " + ", ".join(
                 f"{env} {name}" for env, name in sorted(self.fixed_variants.items())))
+            lines.append("  all_fixes is trainer-level, code changes included: every difference the trainer can "
+                         "express, also those a spec cannot carry")
+            for env in self.envs:
+                kept = [a.key for a in self.spec_ablations if a.env == env and a.action == "not_in_spec"]
+                if kept:
+                    lines.append(f"  {env}: the spec keeps SLM-Lab's {', '.join(kept)} (code changes): "
+                                 "all_fixes moves them, spec_fixes cannot")
         for env in self.envs:
             lines.append(f"\n{env}")
             width = max((len(a.key) for a in self.ablations if a.env == env), default=10)
@@ -496,9 +513,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     reference run too. The budget is rounded up so that ``evals`` checkpoints fall on whole
     updates of every arm; the plan says so, and warns when one update exceeds the budget.
     ``fixed`` (one Extraction, or one per env): the variant ``brax-diff fix`` wrote for the
-    same scope, read back. all_fixes then trains exactly its settings (the baseline of
-    ``verify --slm-variant`` that variant), and the keys it moves are those the variant
-    changes, to the values it sets; ``keys`` must then be None (the variant's scope is it).
+    same scope, read back. The spec_fixes arm then trains exactly its settings (the baseline
+    of ``verify --slm-variant`` that variant), beside all_fixes (trainer-level, code changes
+    included); ``keys`` must then be None (the variant's scope is it).
     ``engine`` (a name of ENGINES) is how the PyTorch runs train.
     """
     if engine not in ENGINES:
@@ -521,8 +538,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         if key not in KEYS:
             raise BraxDiffError(f"unknown canonical key {key!r} in --keys")
     if fixed is not None and keys is not None:
-        raise BraxDiffError("the written variant's scope decides what all_fixes moves: give --keys to fix, not here")
+        raise BraxDiffError("the written variant's scope decides what spec_fixes moves: give --keys to fix, not here")
     fixed_variants: dict[str, str] = {}
+    spec_ablations: list[Ablation] = []
     overrides = dict(overrides or {})
     ablations: list[Ablation] = []
     arms_by_env: dict[str, list[tuple[str, str, dict]]] = {}
@@ -560,39 +578,36 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                              Ablation(a.env, a.key, a.slm, a.brax, "scaled", f"every arm runs {num_envs} envs")
                              for a in env_ablations]
         env_ablations = [_checked_variant(a, baseline) for a in env_ablations]
-        target = brax_values
+        spec_fixes = None
         if fixed is not None:
             written = _per_env(fixed, env, "written variant")
             fixed_variants[env] = str(written.scope.get("variant"))
-            target = known_values(written)
-            env_ablations = _spec_ablations(env_ablations, env, s, written)
+            spec_ablations.extend(_spec_ablations(env_ablations, env, s, written))
+            fixed_settings = _settings_for(known_values(written), num_envs, overrides)[0]
+            said = set(needs)  # what the baseline lacks for the same reason is said once
+            written_needs = [need for need in _missing_settings(written, fixed_settings, overrides) if need not in said]
+            if written_needs:
+                missing.append((f"{env} ({fixed_variants[env]})", written, written_needs))
+            spec_fixes = fixed_settings.to_json()
         ablations.extend(env_ablations)
         moved = [a.key for a in env_ablations if a.action == "variant"]
 
         def arm(keys_moved) -> dict:
             values = dict(slm_values)
-            values.update({k: target[k] for k in keys_moved})
+            values.update({k: brax_values[k] for k in keys_moved})
             return _settings_for(values, num_envs, overrides)[0].to_json()
 
         def undone(key) -> dict:  # all_fixes with one of its moves back at SLM-Lab's value
-            if fixed is None:
-                return arm([m for m in moved if m != key])
-            return _settings_for({**target, key: slm_values[key]}, num_envs, overrides)[0].to_json()
+            return arm([m for m in moved if m != key])
 
-        if fixed is None:
-            all_fixes = arm(moved)
-        else:
-            fixed_settings = _settings_for(target, num_envs, overrides)[0]
-            said = set(needs)  # what the baseline lacks for the same reason is said once
-            written_needs = [need for need in _missing_settings(written, fixed_settings, overrides) if need not in said]
-            if written_needs:
-                missing.append((f"{env} ({fixed_variants[env]})", written, written_needs))
-            all_fixes = fixed_settings.to_json()
+        all_fixes = arm(moved)
         if missing:
             continue  # the plan stops after every env said what it lacks
         planned: list[tuple[str, str, dict]] = []
         if "gap" in arms:
             planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, all_fixes)]
+            if spec_fixes is not None:
+                planned.append((TORCH, SPEC_FIXES, spec_fixes))
         if "loo" in arms:
             planned += [(TORCH, f"loo:{k}", undone(k)) for k in moved]
         if "variants" in arms:
@@ -632,7 +647,7 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants,
-                solve_threshold=solve_threshold)
+                spec_ablations=spec_ablations, solve_threshold=solve_threshold)
 
 
 def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
@@ -649,7 +664,7 @@ def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
 
 
 def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, written: Extraction) -> list[Ablation]:
-    """The ablations when all_fixes is the written variant: a key it moves is a variant (to the
+    """What spec_fixes (the written variant) moves: a key it moves is a variant (to the
     value it sets, which may not be Brax's: time_horizon 480 for Brax's 16 x 30); a difference it
     leaves is moved by no arm but the reference."""
     out = []

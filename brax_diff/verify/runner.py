@@ -8,7 +8,9 @@ The statistics compare only runs of one ``score_kind`` and one env-step count, a
 seeds every compared arm finished (seed i of each arm shares reset keys and, where the shapes
 allow, initial weights). Three families, each corrected on its own (Holm-Bonferroni):
 
-* ``gap``: all_fixes vs baseline, reference vs baseline, reference vs all_fixes;
+* ``gap``: all_fixes (trainer-level, code changes included) vs baseline, reference vs baseline,
+  reference vs all_fixes, and where planned spec_fixes (the variant ``brax-diff fix`` writes)
+  vs baseline and reference vs spec_fixes;
 * ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
 * ``variants``: variant:<key> vs baseline.
 """
@@ -27,7 +29,8 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import ALL_FIXES, BASELINE, BATCHED, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, TORCH, Plan, RunSpec,
+                   check_executor, units)
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -43,6 +46,8 @@ GAP_COMPARISONS = {
     "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
     "reference_vs_baseline": (REFERENCE, BASELINE),
     "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
+    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
+    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
 }
 
 
@@ -372,6 +377,9 @@ def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, An
                            "baseline_vs_reference": _flip(by_name["reference_vs_baseline"]),
                            "all_fixes_vs_reference": _flip(by_name["reference_vs_all_fixes"]),
                            "all_fixes_vs_baseline": by_name["all_fixes_vs_baseline"]}
+    if SPEC_FIXES in arms:
+        out.update(spec_fixes_vs_reference=_flip(by_name["reference_vs_spec_fixes"]),
+                   spec_fixes_vs_baseline=by_name["spec_fixes_vs_baseline"])
     if len(seeds) < 2:
         out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out
@@ -431,9 +439,8 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
     for env in plan.envs:
         if BASELINE in arms and (ALL_FIXES in arms or REFERENCE in arms):
             name = f"plots/{env}-gap.png"
-            fixes = "the spec variant brax-diff fix writes" if plan.fixed_variants else "every expressible fix"
-            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, f"all_fixes ({fixes})"),
-                     (REFERENCE, "reference (Brax ppo.train)")]
+            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, ARM_TITLES[ALL_FIXES]),
+                     (SPEC_FIXES, ARM_TITLES[SPEC_FIXES]), (REFERENCE, "reference (Brax ppo.train)")]
             learning_curves(output / name, f"{env}: SLM-Lab settings, all fixes, Brax's trainer",
                             {label: _curves(results, env, arm) for arm, label in shown if arm in arms}, ylabel)
             plots[f"gap:{env}"] = name
@@ -698,8 +705,10 @@ def render(result: VerifyResult) -> str:
     gap = result.gap
     if gap:
         lines.append(f"gap ({gap['seeds']} seeds, {', '.join(gap['envs'])}; Δ = first - second):")
-        for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline"):
-            lines.append(f"  {_comparison(gap[name])}")
+        for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline",
+                     "spec_fixes_vs_reference", "spec_fixes_vs_baseline"):
+            if name in gap:
+                lines.append(f"  {_comparison(gap[name])}")
         fraction = gap.get("closed_fraction")
         if fraction == UNBOUNDED:
             lines.append(f"  fraction of the gap the fixes close: unbounded ({gap.get('reason', '')})")
