@@ -141,7 +141,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         line = notice(plan.reference_trainer)
         if line:
             _echo(f"warning: {line}", err=True)
-    cost = estimate(plan, load_throughput(throughput), jobs)
+    cost = estimate(plan, load_throughput(throughput), jobs, device="gpu" if preset == "gpu" else None)
     if plan_only:
         if fmt == "json":
             print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS, power=plan.power()))
