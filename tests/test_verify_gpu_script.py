@@ -32,7 +32,7 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     (bin_dir / "brax-diff").chmod(0o755)
     environment["PATH"] = f"{bin_dir}{os.pathsep}{environment['PATH']}"
     return subprocess.run(["bash", str(ROOT / "scripts" / "verify-gpu.sh"), str(tmp_path / "out")],
-                          capture_output=True, text=True, env=environment, timeout=1800)
+                          capture_output=True, text=True, env=environment, timeout=3600)
 
 
 def test_an_unknown_scale_is_one_error(tmp_path):
