@@ -1043,7 +1043,7 @@ def written_variant(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot:
                     sets: dict[str, str] | None, mapping: dict | None, env: str, variant: str | None,
                     keys: list[str] | None, table: RuleTable) -> Extraction:
     """The variant ``fix`` writes for ``env``'s variant and the fixes of ``keys`` (None: every
-    fix the spec can express), read back from the text in memory: what verify's all_fixes arm
+    fix the spec can express), read back from the text in memory: what verify's spec_fixes arm
     trains (``verify`` and ``report --verify`` both ask here). Nothing is written."""
     inputs = prepare(brax_extractor, slm_extractor_class, slm_snapshot, spec=spec, sets=sets, mapping=mapping,
                      family=None, env=env, variant=variant, name=None, any_free_name=True)

@@ -19,9 +19,12 @@ GAP_ROWS = (
     ("baseline_vs_reference", "SLM-Lab's settings (baseline) vs Brax's trainer (reference)"),
     ("all_fixes_vs_reference", "{fixes} (all_fixes) vs Brax's trainer (reference)"),
     ("all_fixes_vs_baseline", "{fixes} (all_fixes) vs SLM-Lab's settings (baseline)"),
+    ("spec_fixes_vs_reference", "the spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference)"),
+    ("spec_fixes_vs_baseline", "the spec variant `brax-diff fix` writes (spec_fixes) vs SLM-Lab's settings (baseline)"),
 )
 # What all_fixes trained (plan.all_fixes.from; a verify.json without it predates the spec arm)
-ALL_FIXES_TITLES = {"settings": "every expressible fix", "spec": "the spec variant `brax-diff fix` writes"}
+ALL_FIXES_TITLES = {"settings": "every expressible fix, trainer-level, code changes included",
+                    "spec": "the spec variant `brax-diff fix` writes"}
 
 
 def check_result(data: Any, origin: str) -> dict:
@@ -120,6 +123,8 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
     for name in ("closed_fraction", "baseline_mean", "all_fixes_mean", "reference_mean"):
         if _number(raw_gap.get(name)):
             gap[name] = raw_gap[name]
+    if raw_gap.get("closed_fraction") == "unbounded":  # never a number: its denominator may be 0
+        gap["closed_fraction"] = "unbounded"
     interval = raw_gap.get("closed_fraction_ci")
     if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
         gap["closed_fraction_ci"] = interval

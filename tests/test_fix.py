@@ -354,29 +354,32 @@ def arm_settings(plan: dict, arm: str) -> dict:
 
 
 @pytest.mark.parametrize("scope", [[], ["--keys", "discount,value_loss_coef"]])
-def test_verify_all_fixes_is_the_variant_fix_writes_for_the_same_scope(fresh, capsys, scope):
+def test_verify_spec_fixes_is_the_variant_fix_writes_for_the_same_scope(fresh, capsys, scope):
     plan = verify_plan(fresh, capsys, "--variant", "ppo_fx", *scope)
-    assert plan["all_fixes"] == {"from": "spec", "variants": {"CartpoleBalance": "ppo_fx_brax"}}
+    assert plan["spec_fixes"]["variants"] == {"CartpoleBalance": "ppo_fx_brax"}
+    assert plan["all_fixes"]["title"] == "all_fixes (trainer-level, code changes included)"
     code, _, err = run_fix(fresh, capsys, "--env", "CartpoleBalance", "--in-place", "--quiet", *scope)
     assert code == 0, err
     written = verify_plan(fresh, capsys, "--slm", "WORKTREE", "--slm-variant", "ppo_fx_brax")
-    assert arm_settings(plan, "all_fixes") == arm_settings(written, "baseline")
-    assert arm_settings(plan, "all_fixes") != arm_settings(plan, "baseline")
+    assert arm_settings(plan, "spec_fixes") == arm_settings(written, "baseline")
+    assert arm_settings(plan, "spec_fixes") != arm_settings(plan, "baseline")
     if scope:  # only the two keys move; a difference outside the scope stays at SLM-Lab's value
-        assert arm_settings(plan, "all_fixes") == {**arm_settings(plan, "baseline"), "discount": 0.99,
-                                                   "value_loss_coef": 0.25}
+        assert arm_settings(plan, "spec_fixes") == {**arm_settings(plan, "baseline"), "discount": 0.99,
+                                                    "value_loss_coef": 0.25}
     else:
         # no horizon is written (the guard rounds 120 to 128); 64 envs take its 16 steps to 64
-        assert arm_settings(plan, "all_fixes")["unroll_length"] == 64
-        ablations = {a["key"]: a for a in plan["ablations"]}
+        assert arm_settings(plan, "spec_fixes")["unroll_length"] == 64
+        ablations = {a["key"]: a for a in plan["spec_fixes"]["ablations"]}
         assert ablations["truncation"]["action"] == "not_in_spec"
         assert ablations["unroll_length"]["action"] == "variant"
         assert ablations["unroll_length"]["reason"] == "the written variant sets 64"
+        # the trainer-level arm moves what the spec cannot carry
+        assert arm_settings(plan, "all_fixes")["truncation"] == "mask_bootstrap_last_state"
 
 
 def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
     plan = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--all-fixes", "settings")
-    assert plan["all_fixes"] == {"from": "settings"}
+    assert plan["all_fixes"]["from"] == "settings" and plan["spec_fixes"] is None
     fixes = arm_settings(plan, "all_fixes")
     assert (fixes["unroll_length"], fixes["unrolls_per_update"], fixes["truncation"]) == (30, 4,
                                                                                           "mask_bootstrap_last_state")
@@ -385,7 +388,7 @@ def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
 
 
 def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatch, tmp_path):
-    """`report --verify` plans as `verify` does: all_fixes is the variant `fix` writes."""
+    """`report --verify` plans as `verify` does: spec_fixes is the variant `fix` writes."""
     import brax_diff.verify as verify_package
     import brax_diff.verify.runner as runner
     from brax_diff.verify.for_report import verify_scope
@@ -408,5 +411,5 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
     plan, = planned
     assert plan.fixed_variants == {"CartpoleBalance": "ppo_fx_brax"}
     cli = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--preset", "cpu")
-    assert next(r.settings for r in plan.runs if r.arm == "all_fixes") == arm_settings(cli, "all_fixes")
-    assert arm_settings(cli, "all_fixes")["truncation"] == "bootstrap_next_obs_across_reset"  # a code change: kept
+    assert next(r.settings for r in plan.runs if r.arm == "spec_fixes") == arm_settings(cli, "spec_fixes")
+    assert arm_settings(cli, "spec_fixes")["truncation"] == "bootstrap_next_obs_across_reset"  # a code change: kept

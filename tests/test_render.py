@@ -123,20 +123,22 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     entries = verification_entries(load(path), path.parent, tmp_path / "reports")
     md = render_markdown(model(verification=entries))
     section_text = section(md, "## Verification")
-    assert "5 seeds per arm, every arm stopped at 1,600 env steps" in section_text
+    assert "10 seeds per arm, every arm stopped at 1,600 env steps" in section_text
+    assert "exact sign-flip permutation test of the mean paired difference" in section_text
     assert "4 full episodes of the stochastic policy" in section_text
     rows = [line for line in section_text.splitlines() if line.startswith("| ")]
     assert rows[2].startswith("| SLM-Lab's settings (baseline) vs Brax's trainer (reference) | -550 |")
     assert rows[2].endswith("| baseline scores lower |")
-    assert rows[4].startswith("| every expressible fix (all_fixes) vs SLM-Lab's settings (baseline) | +438 |")
+    assert rows[4].startswith("| every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
+                              "settings (baseline) | +438 |")
     assert "| Fraction of the gap the fixes close | 0.796 | [" in section_text and "at 95% (Fieller)" in section_text
     assert "[Learning curves](../verify/plots/CartpoleBalance-gap.png)" in section_text
     loo = [line for line in rows if line.startswith("| [`")]
     assert loo[0].startswith("| [`learning_rate`](../verify/plots/CartpoleBalance-loo-learning_rate.png) | +418")
-    assert loo[1].startswith("| [`clip_epsilon`]") and "not resolved: a true difference of ±69.2 or more would have been found (80% power)" in loo[1]
+    assert loo[1].startswith("| [`clip_epsilon`]") and "not resolved: a true difference of ±40.1 or more would have been found (80% power)" in loo[1]
     clip = section(md, "### 12. Clipping epsilon")
     assert "| Fix | Verification |" in clip
-    assert "[inconclusive](../verify/plots/CartpoleBalance-loo-clip_epsilon.png) at 5 seeds, loo" in clip
+    assert "[inconclusive](../verify/plots/CartpoleBalance-loo-clip_epsilon.png) at 10 seeds, loo" in clip
 
 
 def test_a_gap_only_verification_says_leave_one_out_was_not_run_and_its_size(tmp_path):
@@ -153,7 +155,9 @@ def test_a_gap_only_verification_says_leave_one_out_was_not_run_and_its_size(tmp
     section_text = section(render_markdown(model(verification=entries)), "## Verification")
     assert ("leave-one-out: all_fixes with one fix undone) was not run here; `brax-diff verify --arms gap,loo` "
             "runs it (2 more arms, one per fix, meant for a GPU)") in section_text
-    assert "| every expressible fix (all_fixes) vs SLM-Lab's settings (baseline) |" in section_text
+    assert ("| every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's settings "
+            "(baseline) |") in section_text
+    # a verify.json from before the spec_fixes arm, whose all_fixes was the written variant
     data["plan"]["all_fixes"] = {"from": "spec", "variants": {"CartpoleBalance": "ppo_playground_brax"}}
     entries = verification_entries(data, tmp_path / "verify", tmp_path / "reports")
     section_text = section(render_markdown(model(verification=entries)), "## Verification")

@@ -315,7 +315,7 @@ def test_verification_verdicts_join_the_report_with_plot_links(workspace, capsys
     text = (workspace["work"] / "reports" / "dm_control.md").read_text(encoding="utf-8")
     assert "## Verification" in text and "| Fix | Verification |" in text
     assert "([verify.json](../runs/verify.json))" in text
-    assert "[inconclusive](../runs/plots/CartpoleBalance-loo-clip_epsilon.png) at 5 seeds, loo Δ" in text
+    assert "[inconclusive](../runs/plots/CartpoleBalance-loo-clip_epsilon.png) at 10 seeds, loo Δ" in text
     data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())
     assert data["verification"]["keys"]["clip_epsilon"]["verdict"] == "inconclusive"
     assert data["verification"]["gap"]["closed_fraction"] == pytest.approx(438.0 / 550.0)

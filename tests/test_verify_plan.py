@@ -451,9 +451,11 @@ def test_verify_needs_the_real_runs_length_and_takes_it_as_a_spec_variable(fixtu
     assert "has no ${maxframe} placeholder" in capsys.readouterr().err
 
 
-def test_all_fixes_of_a_written_variant_is_that_variant_trained_and_loo_undoes_one_of_its_moves():
-    """`fixed` is the SLM-Lab variant `brax-diff fix` writes, read back: all_fixes trains its
-    settings exactly (the baseline a plan of that variant has), not Brax's values."""
+def test_a_written_variant_is_the_spec_fixes_arm_beside_the_trainer_level_all_fixes():
+    """`fixed` is the SLM-Lab variant `brax-diff fix` writes, read back: spec_fixes trains its
+    settings exactly (the baseline a plan of that variant has), as SLM-Lab would run it;
+    all_fixes stays the trainer-level arm (code changes included) that moves every expressible
+    difference to Brax's value, and leave-one-out undoes all_fixes' moves."""
     brax, slm = pair()
     # the spec can set the clip range and a longer horizon (Brax's batch, 1 x 20), not 2 unrolls
     written = extraction("slm", dict(SLM_VALUES, clip_epsilon=0.3, unroll_length=20, transitions_per_update=320))
@@ -461,16 +463,30 @@ def test_all_fixes_of_a_written_variant_is_that_variant_trained_and_loo_undoes_o
     plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap", "loo"), fixed=written)
     runs = {r.arm: r.settings for r in plan.runs}
     alone = build_plan(brax, written, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap",))
-    assert runs["all_fixes"] == {r.arm: r.settings for r in alone.runs}["baseline"]
-    assert (runs["all_fixes"]["unroll_length"], runs["all_fixes"]["unrolls_per_update"]) == (20, 1)
-    assert plan.arms() == ["baseline", "all_fixes", "loo:clip_epsilon", "loo:unroll_length", "reference"]
-    assert runs["loo:unroll_length"] == {**runs["all_fixes"], "unroll_length": 10,
-                                         "minibatch_transitions": runs["baseline"]["minibatch_transitions"]}
-    actions = {a.key: (a.action, a.reason) for a in plan.ablations}
-    assert actions["unrolls_per_update"][0] == "not_in_spec"
-    assert actions["unroll_length"] == ("variant", "the written variant sets 20")
-    assert actions["clip_epsilon"] == ("variant", "")
-    assert plan.to_json()["all_fixes"] == {"from": "spec", "variants": {"CartpoleBalance": "ppo_fx_brax"}}
-    assert "all_fixes trains the spec variant `brax-diff fix` writes: CartpoleBalance ppo_fx_brax" in plan.render()
+    without = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, arms=("gap", "loo"))
+    assert runs["spec_fixes"] == {r.arm: r.settings for r in alone.runs}["baseline"]
+    assert (runs["spec_fixes"]["unroll_length"], runs["spec_fixes"]["unrolls_per_update"]) == (20, 1)
+    assert runs["spec_fixes"]["clip_epsilon"] == 0.3 and runs["spec_fixes"]["lr_schedule"] == "linear_decay"
+    # all_fixes is the trainer-level arm whether or not a spec variant was written
+    assert runs["all_fixes"] == {r.arm: r.settings for r in without.runs}["all_fixes"]
+    assert (runs["all_fixes"]["unroll_length"], runs["all_fixes"]["unrolls_per_update"]) == (10, 2)
+    assert runs["all_fixes"]["lr_schedule"] == "constant" and runs["all_fixes"]["learning_rate"] == 0.0
+    assert plan.arms() == ["baseline", "all_fixes", "spec_fixes", *[a for a in without.arms() if a.startswith("loo:")],
+                           "reference"]
+    assert {r.arm: r.settings for r in plan.runs if r.arm.startswith("loo:")} == {
+        r.arm: r.settings for r in without.runs if r.arm.startswith("loo:")}
+    assert [a.to_json() for a in plan.ablations] == [a.to_json() for a in without.ablations]
+    spec_actions = {a.key: (a.action, a.reason) for a in plan.spec_ablations}
+    assert spec_actions["unrolls_per_update"][0] == "not_in_spec"
+    assert spec_actions["unroll_length"] == ("variant", "the written variant sets 20")
+    assert spec_actions["clip_epsilon"] == ("variant", "")
+    described = plan.to_json()
+    assert described["all_fixes"] == {"from": "settings", "title": "all_fixes (trainer-level, code changes included)"}
+    assert described["spec_fixes"]["variants"] == {"CartpoleBalance": "ppo_fx_brax"}
+    assert without.to_json()["spec_fixes"] is None and "spec_fixes" not in without.arms()
+    text = plan.render()
+    assert "spec_fixes trains the spec variant `brax-diff fix` writes, as SLM-Lab runs it: CartpoleBalance ppo_fx_brax" in text
+    assert "all_fixes is trainer-level, code changes included" in text
+    assert "the spec keeps SLM-Lab's" in text and "unrolls_per_update" in text
     with pytest.raises(BraxDiffError, match="give --keys to fix"):
         build_plan(brax, slm, envs=["CartpoleBalance"], keys=["clip_epsilon"], fixed=written)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_only_seeds_every_compared_arm_finished_are_paired():
     result = synthetic_result()
     runs = [r for r in result.results if not (r.spec.arm == "reference" and r.spec.seed == 3)]
     x, y, seeds = paired_scores(runs, ["CartpoleBalance"], "reference", "baseline")
-    assert seeds == [0, 1, 2, 4] and x == [[760.0], [800.0], [720.0], [790.0]]
+    assert seeds == [0, 1, 2, 4, 5, 6, 7, 8, 9] and x[:4] == [[760.0], [800.0], [720.0], [790.0]]
     assert y == [[SCORES["baseline"][s]] for s in seeds]
 
 
@@ -38,7 +39,7 @@ def test_the_gap_and_its_families():
     result = synthetic_result()
     families = {(v["family"], v["name"]): v for v in result.verdicts}
     gap = families[("gap", "all_fixes_vs_baseline")]
-    assert gap["tests_in_family"] == 3 and gap["verdict"] == "supported" and gap["seeds"] == 5
+    assert gap["tests_in_family"] == 3 and gap["verdict"] == "supported" and gap["seeds"] == 10
     assert gap["delta"] == pytest.approx(658.0 - 220.0)
     behind = result.gap["baseline_vs_reference"]
     assert behind["arm"] == "baseline" and behind["vs"] == "reference"
@@ -56,6 +57,26 @@ def test_the_gap_and_its_families():
     few = [r for r in result.results if r.spec.arm != "reference" or r.spec.seed == 0]
     summary = gap_summary(result.plan, few, verdicts(result.plan, few))
     assert summary["closed_fraction"] is None and "fewer than 2 seeds" in summary["reason"]
+
+
+def test_an_unbounded_fraction_is_never_a_number():
+    """Reference barely above the baseline and noisy: the gap's interval holds 0, so the
+    fraction is "unbounded" in verify.json, the text and the report, never a ratio."""
+    from brax_diff.verification import verification_entries
+    from brax_diff.verify.runner import VerifyResult, render
+
+    result = synthetic_result()
+    noise = [300.0, -250.0, 280.0, -310.0, 260.0, -240.0, 330.0, -270.0, 290.0, -300.0]
+    runs = [dataclasses.replace(r, score=r.score + 30.0 + noise[r.spec.seed] - 550.0)
+            if r.spec.arm == "reference" else r for r in result.results]
+    decided = verdicts(result.plan, runs)
+    gap = gap_summary(result.plan, runs, decided)
+    assert gap["closed_fraction"] == "unbounded" and gap["closed_fraction_ci"] is None
+    text = render(VerifyResult(result.plan, runs, decided, gap))
+    assert "fraction of the gap the fixes close: unbounded (the gap between baseline and reference" in text
+    entries = verification_entries({"plan": result.plan.to_json(), "verdicts": decided, "gap": gap,
+                                    "runs": [r.to_json() for r in runs]}, Path("."), Path("."))
+    assert entries["gap"]["closed_fraction"] == "unbounded"
 
 
 def test_a_cached_run_answers_under_the_arm_that_asks(tmp_path):
@@ -119,16 +140,18 @@ def test_the_text_result_shows_every_arms_score_and_every_verdict():
 
     lines = render(synthetic_result()).splitlines()
     assert lines[1] == "scores (mean of the finished seeds, 95% interval):"
-    assert lines[2].split() == ["CartpoleBalance", "baseline", "220.0", "[192.2,", "247.8]", "n=5"]
-    assert lines[6].split() == ["CartpoleBalance", "reference", "770.0", "[730.7,", "809.3]", "n=5"]
-    assert lines[10].split() == ["all_fixes", "-", "baseline", "+438.0", "[+385.8,", "+490.2]", "at", "97.5%",
-                                 "supported", "n=5"]
-    assert "  loo      all_fixes - loo:learning_rate      +418.0 [+365.8, +470.2] at 97.5%  supported  n=5" in lines
+    assert lines[2].split() == ["CartpoleBalance", "baseline", "220.0", "[204.9,", "235.1]", "n=10"]
+    assert lines[6].split() == ["CartpoleBalance", "reference", "770.0", "[748.7,", "791.3]", "n=10"]
+    # the paired sign-flip test inverted at the Holm level: all ten differences positive
+    assert lines[10].split() == ["all_fixes", "-", "baseline", "+438.0", "[+425.0,", "+456.7]", "at", "98.3%",
+                                 "supported", "n=10"]
+    assert "  fraction of the gap the fixes close: 0.80 [0.75, 0.85]" in lines
+    assert "  loo      all_fixes - loo:learning_rate      +418.0 [+405.0, +435.0] at 97.5%  supported  n=10" in lines
     # without the reference arm there is no gap summary: its family's verdicts are still shown
     result = synthetic_result()
     runs = [r for r in result.results if r.spec.arm != "reference"]
     plan = dataclasses.replace(result.plan, runs=[r for r in result.plan.runs if r.arm != "reference"])
     decided = verdicts(plan, runs)
     text = render(VerifyResult(plan, runs, decided, gap_summary(plan, runs, decided)))
-    assert "  gap      all_fixes - baseline               +438.0 [+394.6, +481.4] at 95.0%  supported  n=5" in text
+    assert "  gap      all_fixes - baseline               +438.0 [+426.0, +450.0] at 95.0%  supported  n=10" in text
     assert "reference" not in text

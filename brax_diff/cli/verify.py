@@ -63,10 +63,11 @@ def register(app) -> None:
     command.option("spec", "--spec", help="SLM-Lab spec file.")
     command.option("variant", "--variant", "--slm-variant", help="SLM-Lab spec variant, e.g. one `brax-diff fix` "
                    "wrote (default: the mapped one).")
-    command.option("all_fixes", "--all-fixes", help="What the all_fixes arm trains: spec (the "
-                   "variant `brax-diff fix` writes for the same --keys; the default with a "
-                   "repository) or settings (every difference the trainer can express "
-                   "moved to Brax's value; the only choice with --slm-json).")
+    command.option("all_fixes", "--all-fixes", help="Which fix arms to plan beside all_fixes (trainer-level, "
+                   "code changes included: every difference the trainer can express moved to Brax's "
+                   "value): spec (also spec_fixes, the variant `brax-diff fix` writes for the same --keys, "
+                   "trained as SLM-Lab runs it; the default with a repository) or settings (all_fixes "
+                   "only; the only choice with --slm-json).")
     command.flag("quiet", "--quiet", help="No progress bar.")
 
 
@@ -82,7 +83,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
            playground_ref: str | None = None, slm_repo: str | None = None, slm_ref: str | None = None,
            spec: str | None = None, variant: str | None = None, all_fixes: str | None = None,
            quiet: bool = False) -> None:
-    """Plan and run baseline / all_fixes / leave-one-out / reference trainings: the gap to Brax's
+    """Plan and run baseline / all_fixes / spec_fixes / leave-one-out / reference trainings: the gap to Brax's
     trainer, the fraction the fixes close, and a verdict per fix."""
     from pathlib import Path
 
@@ -128,12 +129,24 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
                       reference=not no_reference, deterministic=deterministic, engine=engine, **options)
     plan.spec_sets = dict(spec_sets)
-    cost = estimate(plan, load_throughput(throughput), jobs)
+    if plan.with_reference:
+        from ..verify.trainer_files import compare, installed_trainer, notice, ref_trainer
+
+        ref = None
+        if brax_json is None:
+            from ..session import open_snapshots
+
+            ref = ref_trainer(open_snapshots(settings, ("brax",))["brax"])
+        plan.reference_trainer = compare(installed_trainer(), ref)
+        line = notice(plan.reference_trainer)
+        if line:
+            _echo(f"warning: {line}", err=True)
+    cost = estimate(plan, load_throughput(throughput), jobs, device="gpu" if preset == "gpu" else None)
     if plan_only:
         if fmt == "json":
-            print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS))
+            print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS, power=plan.power()))
         else:
-            _echo(plan.render(cost), nl=False)
+            _echo(plan.render(cost, plan.power()), nl=False)
         return
     missing = training_stack_missing()
     if missing:

@@ -1,7 +1,8 @@
 """Finished runs on disk, one JSON file per run, named by the hash of what defines it.
 
-The hash covers trainer, settings, environment, seed, budget, scoring protocol and the
-brax-diff version (:meth:`RunSpec.run_id`), so an interrupted ``verify`` picks up where it stopped and a
+The hash covers trainer, settings, environment, seed, budget, scoring protocol, the
+platform (CPU model, accelerator, package versions: bit-identical only on the same CPU and
+builds) and the brax-diff version (:meth:`RunSpec.run_id`), so an interrupted ``verify`` picks up where it stopped and a
 changed setting never reuses a stale result. Files are written atomically: a run is either
 recorded whole or not at all. A failed run is recorded too (status "failed" and its error).
 """
@@ -60,11 +61,17 @@ class RunResult:
 
 
 class RunCache:
-    def __init__(self, directory: str | Path, version: str = __version__):
+    """``platform``: the machine's (platform.describe() unless given); a run recorded on
+    another CPU, accelerator or package build is another run."""
+
+    def __init__(self, directory: str | Path, version: str = __version__, platform: dict[str, Any] | None = None):
+        from .platform import describe
+
         self.directory, self.version = Path(directory), version
+        self.platform = describe() if platform is None else platform
 
     def path(self, spec: RunSpec) -> Path:
-        return self.directory / "runs" / f"{spec.run_id(self.version)}.json"
+        return self.directory / "runs" / f"{spec.run_id(self.version, self.platform)}.json"
 
     def load(self, spec: RunSpec) -> RunResult | None:
         """The recorded result of this exact run, or None (never recorded, or unreadable).
@@ -81,5 +88,5 @@ class RunCache:
 
     def store(self, result: RunResult) -> Path:
         data = result.to_json()
-        data["identity"] = result.spec.identity(self.version)
+        data["identity"] = result.spec.identity(self.version, self.platform)
         return write_atomic(self.path(result.spec), dumps(data))

@@ -44,6 +44,7 @@ class Throughput:
     machine: str
     date: str
     constants: dict[str, dict[str, float]]
+    device: str = "cpu"  # what the constants were measured on ("gpu" when a GPU calibrated them)
 
     def get(self, part: str, name: str) -> float:
         return float(self.constants[part][name])
@@ -71,7 +72,8 @@ def load_throughput(path: str | Path | None = None) -> Throughput:
             if not isinstance(table.get(name), (int, float)) or isinstance(table.get(name), bool):
                 raise BraxDiffError(f"{origin}: [{part}] {name} must be a number")
         constants[part] = {name: float(table[name]) for name in names}
-    return Throughput(str(data.get("machine", "unknown machine")), str(data.get("date", "unknown date")), constants)
+    return Throughput(str(data.get("machine", "unknown machine")), str(data.get("date", "unknown date")), constants,
+                      str(data.get("device", "cpu")))
 
 
 def _mlp_parameters(inputs: int, hidden: tuple[int, ...], outputs: int) -> int:
@@ -127,16 +129,24 @@ class Estimate:
     machine: str = ""
     date: str = ""
     jobs: int = 1
+    # the device the plan trains on differs from the one the constants were measured on (a GPU
+    # plan costed from CPU constants): a guess until a run there calibrates them
+    extrapolated_to: str | None = None
 
     def render(self) -> str:
         arms = ", ".join(f"{arm} {seconds:,.0f} s" for arm, seconds in self.per_arm.items())
-        return (f"estimated wall time: {_duration(self.seconds)} with {self.jobs} job(s) (one run each: {arms}; "
+        text = (f"estimated wall time: {_duration(self.seconds)} with {self.jobs} job(s) (one run each: {arms}; "
                 f"compilation {self.compile_seconds:,.0f} s) on {self.machine}, measured {self.date}")
+        if self.extrapolated_to:
+            text += (f"; for a {self.extrapolated_to.upper()} these are extrapolated until a "
+                     f"{self.extrapolated_to.upper()} run calibrates them (benchmarks/bench_trainers.py --calibrate "
+                     "there, then verify --throughput FILE)")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds), "per_run": {k: round(v, 1) for k, v in self.per_arm.items()},
                 "compile_seconds": round(self.compile_seconds), "machine": self.machine, "date": self.date,
-                "jobs": self.jobs}
+                "jobs": self.jobs, "extrapolated_to": self.extrapolated_to}
 
 
 def _duration(seconds: float) -> str:
@@ -147,7 +157,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate(plan: Plan, throughput: Throughput, jobs: int = 1) -> Estimate:
+def estimate(plan: Plan, throughput: Throughput, jobs: int = 1, device: str | None = None) -> Estimate:
     """Seconds for every run of the plan, plus one compilation per distinct program shape (per
     worker), spread over ``jobs`` processes that each get a core."""
     from .plan import units
@@ -169,8 +179,9 @@ def estimate(plan: Plan, throughput: Throughput, jobs: int = 1) -> Estimate:
             shapes.add(shape)
             compile_seconds += throughput.get("brax" if spec.trainer == BRAX else "torch", "compile_s")
     jobs = max(1, min(jobs, len(work)))
+    extrapolated = device if device is not None and device != throughput.device else None
     return Estimate(total / jobs + compile_seconds, per_arm, compile_seconds, throughput.machine, throughput.date,
-                    jobs)
+                    jobs, extrapolated)
 
 
 def _shape(spec: RunSpec) -> str:

@@ -1,5 +1,5 @@
 """`report --verify`: the scope's environment trained with the preset this machine can run, the
-all_fixes arm being the variant `brax-diff fix` writes."""
+spec_fixes arm being the variant `brax-diff fix` writes."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ VERIFY_ENV_FOR_FAMILY = {"dm_control": "CartpoleBalance"}
 def verify_scope(brax_extractor, slm_extractor, scope: Scope, variant: str | None, settings: Settings,
                  output_dir: Path, set_values: dict) -> dict:
     """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
-    or cpu), all_fixes being the variant `brax-diff fix` writes (verify's default); the
-    result's JSON."""
+    or cpu), spec_fixes being the variant `brax-diff fix` writes beside the trainer-level
+    all_fixes (verify's default); the result's JSON."""
     from pathlib import Path
 
     from . import build_plan, run_plan, training_stack_missing

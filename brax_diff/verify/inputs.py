@@ -69,7 +69,7 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
                      sets: dict[str, str] | None = None, keys: list[str] | None = None,
                      ) -> dict[str, Extraction]:
     """``{env: the variant `brax-diff fix` writes for env's variant and the fixes of ``keys``
-    (None: every fix the spec can express), read back}``: what the all_fixes arm trains, so
+    (None: every fix the spec can express), read back}``: what the spec_fixes arm trains, so
     that it is the same settings as ``verify --slm-variant`` on the variant ``fix`` wrote.
     Nothing is written: the variant is read from the spec text in memory."""
     from brax_diff.extractors.brax import BraxExtractor

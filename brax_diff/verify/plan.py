@@ -6,9 +6,11 @@ Static (no torch, no jax): :func:`build_plan` compares a Brax and an SLM-Lab
 the PyTorch trainer and of Brax's own trainer:
 
 * ``baseline``: SLM-Lab's settings;
-* ``all_fixes``: every difference the trainer can express moved to Brax's value at once, or,
-  given ``fixed`` (the SLM-Lab variant ``brax-diff fix`` writes, read back), that variant's
-  own settings: then "this spec, trained" and "these settings, trained" are one run;
+* ``all_fixes`` (trainer-level, code changes included): every difference the trainer can
+  express moved to Brax's value at once, including those a spec cannot carry (they need
+  code changes in SLM-Lab);
+* ``spec_fixes``: given ``fixed`` (the SLM-Lab variant ``brax-diff fix`` writes, read back),
+  that variant's own settings, trained as SLM-Lab would run it: what a maintainer would ship;
 * ``loo:<key>``: ``all_fixes`` with that one key back at SLM-Lab's value (what that fix is
   worth given the others);
 * ``variant:<key>``: ``baseline`` with only that key moved (the older one-at-a-time arms);
@@ -39,10 +41,19 @@ DEFAULT_SEEDS = 5
 DEFAULT_BUDGET = 1_000_000
 DEFAULT_EVALS = 10  # checkpoints after the one before training
 DEFAULT_EVAL_ENVS = 32  # full evaluation episodes per checkpoint
+# A run "solves" its environment at or above this score: DM Control's returns are out of 1,000
+# (1,000-step episodes, reward <= 1 a step), and its outcomes are solve-or-plateau (the
+# committed CartpoleBalance baseline: 2 of 10 seeds at ~1,000, the rest 170-480). The
+# probability of solving is measured beside the mean (stats.solving), with an exact test.
+DEFAULT_SOLVE_THRESHOLD = 800.0
 
-BASELINE, ALL_FIXES, REFERENCE = "baseline", "all_fixes", "reference"
+BASELINE, ALL_FIXES, SPEC_FIXES, REFERENCE = "baseline", "all_fixes", "spec_fixes", "reference"
+# What each fix arm is, in every text that names it (plan, runner, report, docs)
+ARM_TITLES = {ALL_FIXES: "all_fixes (trainer-level, code changes included)",
+              SPEC_FIXES: "spec_fixes (the spec variant `brax-diff fix` writes)"}
 ARM_GROUPS = {
-    "gap": "baseline, all_fixes and reference: how far behind, and how much the fixes close",
+    "gap": "baseline, all_fixes (trainer-level, code changes included), spec_fixes (the variant `brax-diff fix` "
+           "writes, when planned from the repositories) and reference: how far behind, and how much the fixes close",
     "loo": "loo:<key> for every moved key: all_fixes with that one fix undone",
     "variants": "variant:<key> for every moved key: baseline with only that key moved",
 }
@@ -116,6 +127,10 @@ TORCH = "torch-ppo"  # our PyTorch PPO with SLM-Lab semantics
 SINGLE, BATCHED = "single", "seed-batched/2"
 ENGINES = {"single": SINGLE, "batched": BATCHED}  # --engine NAME -> engine
 BRAX = "brax-ppo"  # brax.training.agents.ppo.train
+# How a PyTorch run derives its random streams from its seed (ppo_torch.stream_seed): one numpy
+# SeedSequence per seed, spawned per purpose. Part of the run identity: results drawn with the
+# older seed * 1,000,003 + stream scheme (whose streams overlapped across seeds) are not reused.
+SEED_STREAMS = "seedsequence/1"
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -195,16 +210,20 @@ class RunSpec:
     scoring: Scoring
     engine: str = SINGLE  # how a TORCH run trains (ENGINES); Brax's trainer has one way
 
-    def identity(self, version: str) -> dict:
+    def identity(self, version: str, platform: Mapping[str, Any] | None = None) -> dict:
         out = {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
+        if platform is not None:  # bit-identical only on the same CPU and builds (platform.py)
+            out["platform"] = dict(platform)
+        if self.trainer == TORCH:
+            out["seed_streams"] = SEED_STREAMS
         if self.trainer == TORCH and self.engine != SINGLE:
             out["engine"] = self.engine
         return out
 
-    def run_id(self, version: str) -> str:
+    def run_id(self, version: str, platform: Mapping[str, Any] | None = None) -> str:
         """The cache key: a hash of everything that changes the run's outcome (not its arm name)."""
-        text = json.dumps(self.identity(version), sort_keys=True, separators=(",", ":"))
+        text = json.dumps(self.identity(version, platform), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
     def to_json(self) -> dict:
@@ -241,8 +260,12 @@ class Plan:
     num_envs: int | None = None  # every arm scaled to this many envs
     warnings: list[str] = field(default_factory=list)
     spec_sets: dict[str, str] = field(default_factory=dict)  # SLM-Lab ${var}s the extraction used (max_frame)
-    # env -> the variant `brax-diff fix` wrote that all_fixes trains; empty: all_fixes moves settings
+    # env -> the variant `brax-diff fix` wrote that spec_fixes trains; empty: no spec_fixes arm
     fixed_variants: dict[str, str] = field(default_factory=dict)
+    spec_ablations: list[Ablation] = field(default_factory=list)  # what spec_fixes moves, per key
+    solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD  # score at or above which a run solved
+    # the installed Brax trainer against the --brax ref's (trainer_files.compare); empty: not compared
+    reference_trainer: dict[str, Any] = field(default_factory=dict)
 
     @property
     def with_reference(self) -> bool:
@@ -276,8 +299,13 @@ class Plan:
             "warnings": list(self.warnings),
             "overrides": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.overrides.items())},
             "spec_sets": dict(sorted(self.spec_sets.items())),
-            "all_fixes": ({"from": "spec", "variants": dict(sorted(self.fixed_variants.items()))}
-                          if self.fixed_variants else {"from": "settings"}),
+            "solve_threshold": self.solve_threshold,
+            "reference_trainer": self.reference_trainer,
+            "all_fixes": {"from": "settings", "title": ARM_TITLES[ALL_FIXES]},
+            "spec_fixes": ({"from": "spec", "title": ARM_TITLES[SPEC_FIXES],
+                            "variants": dict(sorted(self.fixed_variants.items())),
+                            "ablations": [a.to_json() for a in self.spec_ablations]}
+                           if self.fixed_variants else None),
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
             "defaults_used": {env: list(v) for env, v in sorted(self.defaults_used.items())},
@@ -285,7 +313,18 @@ class Plan:
             "runs": [r.to_json() for r in self.runs],
         }
 
-    def render(self, estimate: "Estimate | None" = None) -> str:
+    def power(self, sims: int = 400) -> dict[str, Any]:
+        """What this seed count can detect, simulated on the verdict's own test (stats.power_table):
+        per null shape, the smallest true difference found with 80 % probability at the first
+        Holm level of the gap family (three tests)."""
+        from . import stats
+
+        level = stats.ALPHA / 3
+        return {"seeds": self.seeds, "level": level, "power": stats.POWER, "test": stats.TEST_NAME,
+                "seeds_needed": stats.seeds_needed(level),
+                "detectable": stats.power_table(self.seeds, level, sims=sims)}
+
+    def render(self, estimate: "Estimate | None" = None, power: dict[str, Any] | None = None) -> str:
         """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
         arms = self.arms()
         lines = [f"verify plan: {len(self.runs)} runs = {len(self.envs)} env(s) x {self.seeds} seed(s) x "
@@ -296,6 +335,9 @@ class Plan:
         lines.append(f"  scoring: Brax's evaluator, {self.scoring.eval_envs} full episodes per checkpoint, "
                      f"{'deterministic' if self.scoring.deterministic else 'stochastic'} policy, at "
                      f"{_steps_list(self.scoring.checkpoints)} env steps; a run's score is the last checkpoint")
+        if self.solve_threshold is not None:
+            lines.append(f"  solved: a run scoring >= {self.solve_threshold:g}; the probability of solving is its own "
+                         "measure (exact interval, exact McNemar test on the paired seeds)")
         if self.num_envs:
             lines.append(f"  scaled: every arm runs {self.num_envs} envs; each side keeps its minibatches per "
                          "epoch, epochs, unroll length and unrolls per update")
@@ -307,8 +349,15 @@ class Plan:
         if self.spec_sets:
             lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
         if self.fixed_variants:
-            lines.append("  all_fixes trains the spec variant `brax-diff fix` writes: " + ", ".join(
+            lines.append("  spec_fixes trains the spec variant `brax-diff fix` writes, as SLM-Lab runs it: " + ", ".join(
                 f"{env} {name}" for env, name in sorted(self.fixed_variants.items())))
+            lines.append("  all_fixes is trainer-level, code changes included: every difference the trainer can "
+                         "express, also those a spec cannot carry")
+            for env in self.envs:
+                kept = [a.key for a in self.spec_ablations if a.env == env and a.action == "not_in_spec"]
+                if kept:
+                    lines.append(f"  {env}: the spec keeps SLM-Lab's {', '.join(kept)} (code changes): "
+                                 "all_fixes moves them, spec_fixes cannot")
         for env in self.envs:
             lines.append(f"\n{env}")
             width = max((len(a.key) for a in self.ablations if a.env == env), default=10)
@@ -325,12 +374,25 @@ class Plan:
         lines.append("\narms: " + ", ".join(arms))
         if estimate is not None:
             lines.append(estimate.render())
+        if power is not None:
+            lines.append(_render_power(power))
         for warning in self.warnings:
             lines.append(f"warning: {warning}")
         return "\n".join(lines) + "\n"
 
     def dumps(self) -> str:
         return dumps(self.to_json())
+
+
+def _render_power(power: Mapping[str, Any]) -> str:
+    shapes = power["detectable"]
+    if all(v is None for v in shapes.values()):
+        return (f"power: at {power['seeds']} seeds the paired test cannot reject at {power['level']:.3g} "
+                f"(the gap family's first Holm level); {power['seeds_needed']} seeds are needed")
+    found = ", ".join(f"{name} {value:,.0f}" for name, value in shapes.items() if value is not None)
+    return (f"power (simulated on the paired sign-flip test at {power['level']:.3g}, {power['seeds']} seeds): "
+            f"a true difference is found with {power['power']:.0%} probability from about {found} score "
+            "points (null shapes: normal sd 100; 2 in 10 seeds solve at ~1,000, the rest 170-480; Student-t 2 df x 100)")
 
 
 def _steps_list(steps: list[int]) -> str:
@@ -439,7 +501,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                overrides: Mapping[str, Any] | None = None, reference: bool = True,
                arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
                evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False,
-               fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single") -> Plan:
+               fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single",
+               solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD) -> Plan:
     """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
@@ -450,9 +513,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     reference run too. The budget is rounded up so that ``evals`` checkpoints fall on whole
     updates of every arm; the plan says so, and warns when one update exceeds the budget.
     ``fixed`` (one Extraction, or one per env): the variant ``brax-diff fix`` wrote for the
-    same scope, read back. all_fixes then trains exactly its settings (the baseline of
-    ``verify --slm-variant`` that variant), and the keys it moves are those the variant
-    changes, to the values it sets; ``keys`` must then be None (the variant's scope is it).
+    same scope, read back. The spec_fixes arm then trains exactly its settings (the baseline
+    of ``verify --slm-variant`` that variant), beside all_fixes (trainer-level, code changes
+    included); ``keys`` must then be None (the variant's scope is it).
     ``engine`` (a name of ENGINES) is how the PyTorch runs train.
     """
     if engine not in ENGINES:
@@ -475,8 +538,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         if key not in KEYS:
             raise BraxDiffError(f"unknown canonical key {key!r} in --keys")
     if fixed is not None and keys is not None:
-        raise BraxDiffError("the written variant's scope decides what all_fixes moves: give --keys to fix, not here")
+        raise BraxDiffError("the written variant's scope decides what spec_fixes moves: give --keys to fix, not here")
     fixed_variants: dict[str, str] = {}
+    spec_ablations: list[Ablation] = []
     overrides = dict(overrides or {})
     ablations: list[Ablation] = []
     arms_by_env: dict[str, list[tuple[str, str, dict]]] = {}
@@ -514,39 +578,36 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                              Ablation(a.env, a.key, a.slm, a.brax, "scaled", f"every arm runs {num_envs} envs")
                              for a in env_ablations]
         env_ablations = [_checked_variant(a, baseline) for a in env_ablations]
-        target = brax_values
+        spec_fixes = None
         if fixed is not None:
             written = _per_env(fixed, env, "written variant")
             fixed_variants[env] = str(written.scope.get("variant"))
-            target = known_values(written)
-            env_ablations = _spec_ablations(env_ablations, env, s, written)
+            spec_ablations.extend(_spec_ablations(env_ablations, env, s, written))
+            fixed_settings = _settings_for(known_values(written), num_envs, overrides)[0]
+            said = set(needs)  # what the baseline lacks for the same reason is said once
+            written_needs = [need for need in _missing_settings(written, fixed_settings, overrides) if need not in said]
+            if written_needs:
+                missing.append((f"{env} ({fixed_variants[env]})", written, written_needs))
+            spec_fixes = fixed_settings.to_json()
         ablations.extend(env_ablations)
         moved = [a.key for a in env_ablations if a.action == "variant"]
 
         def arm(keys_moved) -> dict:
             values = dict(slm_values)
-            values.update({k: target[k] for k in keys_moved})
+            values.update({k: brax_values[k] for k in keys_moved})
             return _settings_for(values, num_envs, overrides)[0].to_json()
 
         def undone(key) -> dict:  # all_fixes with one of its moves back at SLM-Lab's value
-            if fixed is None:
-                return arm([m for m in moved if m != key])
-            return _settings_for({**target, key: slm_values[key]}, num_envs, overrides)[0].to_json()
+            return arm([m for m in moved if m != key])
 
-        if fixed is None:
-            all_fixes = arm(moved)
-        else:
-            fixed_settings = _settings_for(target, num_envs, overrides)[0]
-            said = set(needs)  # what the baseline lacks for the same reason is said once
-            written_needs = [need for need in _missing_settings(written, fixed_settings, overrides) if need not in said]
-            if written_needs:
-                missing.append((f"{env} ({fixed_variants[env]})", written, written_needs))
-            all_fixes = fixed_settings.to_json()
+        all_fixes = arm(moved)
         if missing:
             continue  # the plan stops after every env said what it lacks
         planned: list[tuple[str, str, dict]] = []
         if "gap" in arms:
             planned += [(TORCH, BASELINE, baseline.to_json()), (TORCH, ALL_FIXES, all_fixes)]
+            if spec_fixes is not None:
+                planned.append((TORCH, SPEC_FIXES, spec_fixes))
         if "loo" in arms:
             planned += [(TORCH, f"loo:{k}", undone(k)) for k in moved]
         if "variants" in arms:
@@ -585,7 +646,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
-                overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants)
+                overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants,
+                spec_ablations=spec_ablations, solve_threshold=solve_threshold)
 
 
 def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
@@ -602,7 +664,7 @@ def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
 
 
 def _spec_ablations(ablations: list[Ablation], env: str, slm: Extraction, written: Extraction) -> list[Ablation]:
-    """The ablations when all_fixes is the written variant: a key it moves is a variant (to the
+    """What spec_fixes (the written variant) moves: a key it moves is a variant (to the
     value it sets, which may not be Brax's: time_horizon 480 for Brax's 16 x 30); a difference it
     leaves is moved by no arm but the reference."""
     out = []

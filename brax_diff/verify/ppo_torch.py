@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -266,9 +267,9 @@ class PPO:
                  device: torch.device | str = "cpu", seed: int = 0):
         self.s, self.device = settings, torch.device(device)
         # One generator per network: an arm that changes one network's shape keeps the other's weights.
-        self.policy = Policy(obs_size, action_size, settings, _generator(seed, 1)).to(self.device)
+        self.policy = Policy(obs_size, action_size, settings, _generator(seed, "policy_init")).to(self.device)
         self.value = mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
-                         settings.kernel_init, _generator(seed, 2)).to(self.device)
+                         settings.kernel_init, _generator(seed, "value_init")).to(self.device)
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
         self.optimizers, self.schedulers = [], []
@@ -372,9 +373,23 @@ class PPO:
         return last
 
 
-def _generator(seed: int, stream: int) -> torch.Generator:
-    """A CPU generator for one of a run's random streams (1 policy init, 2 value init, 3 shuffles)."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + stream)
+# A run's random streams, one per purpose. The environment's reset keys are not among them:
+# they follow Brax's own key derivation from the seed (envs.training_reset_keys), so every arm,
+# Brax's trainer included, starts seed i from the same states.
+STREAMS = ("policy_init", "value_init", "minibatch_shuffle", "action_noise")
+
+
+def stream_seed(seed: int, purpose: str) -> int:
+    """The torch seed of one purpose's stream: numpy's SeedSequence(seed) spawned once per
+    purpose (statistically independent streams; seed + offset schemes overlapped across seeds:
+    seed 2's action noise was seed 0's value-network initialisation)."""
+    child = np.random.SeedSequence(seed).spawn(len(STREAMS))[STREAMS.index(purpose)]
+    return int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))  # 63 bits: any torch accepts it
+
+
+def _generator(seed: int, purpose: str) -> torch.Generator:
+    """A CPU generator for one of a run's random streams (STREAMS)."""
+    return torch.Generator().manual_seed(stream_seed(seed, purpose))
 
 
 def schedule_updates(settings: TrainerSettings, budget: int) -> float:
@@ -397,8 +412,8 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
     if budget % update_steps or (eval_every is not None and eval_every % update_steps):
         raise ValueError(f"budget {budget} and checkpoint interval {eval_every} must be whole updates of "
                          f"{update_steps} env steps")
-    torch.manual_seed(seed)  # action sampling
-    shuffles = _generator(seed, 3)
+    torch.manual_seed(stream_seed(seed, "action_noise"))  # action sampling
+    shuffles = _generator(seed, "minibatch_shuffle")
     agent = PPO(settings, env.obs_size, env.action_size, schedule_updates(settings, budget), device, seed)
     log, started = TrainLog(), time.perf_counter()
     obs = agent.observe(env.reset(seed))

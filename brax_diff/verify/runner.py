@@ -8,7 +8,9 @@ The statistics compare only runs of one ``score_kind`` and one env-step count, a
 seeds every compared arm finished (seed i of each arm shares reset keys and, where the shapes
 allow, initial weights). Three families, each corrected on its own (Holm-Bonferroni):
 
-* ``gap``: all_fixes vs baseline, reference vs baseline, reference vs all_fixes;
+* ``gap``: all_fixes (trainer-level, code changes included) vs baseline, reference vs baseline,
+  reference vs all_fixes, and where planned spec_fixes (the variant ``brax-diff fix`` writes)
+  vs baseline and reference vs spec_fixes;
 * ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
 * ``variants``: variant:<key> vs baseline.
 """
@@ -27,7 +29,8 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import ALL_FIXES, BASELINE, BATCHED, BRAX, REFERENCE, TORCH, Plan, RunSpec, check_executor, units
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, TORCH, Plan, RunSpec,
+                   check_executor, units)
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -37,10 +40,14 @@ CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-
             "the time, and --preset cpu sizes a plan for a 2-core machine")
 
 # (x, y) of the gap family: x - y, so a positive difference means x scores higher.
+UNBOUNDED = "unbounded"  # verify.json's closed_fraction when its interval is the whole line
+
 GAP_COMPARISONS = {
     "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
     "reference_vs_baseline": (REFERENCE, BASELINE),
     "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
+    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
+    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
 }
 
 
@@ -53,6 +60,7 @@ class VerifyResult:
     plots: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     seconds: float = 0.0
+    platform: dict[str, Any] = field(default_factory=dict)  # platform.describe() of the machine that ran it
 
     @property
     def failed(self) -> list[RunResult]:
@@ -72,8 +80,11 @@ class VerifyResult:
         return out
 
     def to_json(self) -> dict:
+        from .platform import describe
+
         return {
             "plan": self.plan.to_json(),
+            "platform": self.platform or describe(),
             "device": self.device,
             "gap": self.gap,
             "verdicts": self.verdicts,
@@ -313,7 +324,7 @@ def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict
         meta[name] = (x_arm, y_arm, envs, seeds)
         if seeds:
             matrices[name] = (x, y)
-    decided = stats.decide_family(matrices)
+    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold)
     out = []
     for name in sorted(comparisons):
         x_arm, y_arm, envs, seeds = meta[name]
@@ -366,6 +377,9 @@ def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, An
                            "baseline_vs_reference": _flip(by_name["reference_vs_baseline"]),
                            "all_fixes_vs_reference": _flip(by_name["reference_vs_all_fixes"]),
                            "all_fixes_vs_baseline": by_name["all_fixes_vs_baseline"]}
+    if SPEC_FIXES in arms:
+        out.update(spec_fixes_vs_reference=_flip(by_name["reference_vs_spec_fixes"]),
+                   spec_fixes_vs_baseline=by_name["spec_fixes_vs_baseline"])
     if len(seeds) < 2:
         out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out
@@ -377,10 +391,11 @@ def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, An
     for arm, mean in means.items():
         out[f"{arm}_mean"] = mean
     closed, gap = means[ALL_FIXES] - means[BASELINE], means[REFERENCE] - means[BASELINE]
-    out["closed_fraction"] = closed / gap if gap != 0 else None
     vb, vf, vr = (spreads[a].variance for a in (BASELINE, ALL_FIXES, REFERENCE))
     df = len(seeds) - 1
     interval = stats.fieller_ratio(closed, gap, vf + vb, vr + vb, vb, df) if gap != 0 else None
+    # a ratio whose denominator may be 0 has no number to print: its point estimate is noise
+    out["closed_fraction"] = closed / gap if interval is not None else UNBOUNDED
     out["closed_fraction_ci"] = None if interval is None else list(interval)
     if interval is None:
         out["reason"] = (f"the gap between baseline and reference is not resolved at {len(seeds)} seeds: "
@@ -424,9 +439,8 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
     for env in plan.envs:
         if BASELINE in arms and (ALL_FIXES in arms or REFERENCE in arms):
             name = f"plots/{env}-gap.png"
-            fixes = "the spec variant brax-diff fix writes" if plan.fixed_variants else "every expressible fix"
-            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, f"all_fixes ({fixes})"),
-                     (REFERENCE, "reference (Brax ppo.train)")]
+            shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, ARM_TITLES[ALL_FIXES]),
+                     (SPEC_FIXES, ARM_TITLES[SPEC_FIXES]), (REFERENCE, "reference (Brax ppo.train)")]
             learning_curves(output / name, f"{env}: SLM-Lab settings, all fixes, Brax's trainer",
                             {label: _curves(results, env, arm) for arm, label in shown if arm in arms}, ylabel)
             plots[f"gap:{env}"] = name
@@ -670,8 +684,13 @@ def _comparison(entry: dict[str, Any]) -> str:
     detail = entry.get("reason") or ""
     if entry["verdict"] == stats.INCONCLUSIVE and entry.get("min_detectable_effect") is not None:
         detail = "; ".join(filter(None, (detail, f"detectable: |effect| >= {entry['min_detectable_effect']:.1f}")))
+    solving = entry.get("solving")
+    solved = ""
+    if solving and (solving["rate_x"] or solving["rate_y"]):  # said only where some run solved
+        solved = (f"; solved (>= {solving['threshold']:g}) {solving['rate_x']:.0%} vs {solving['rate_y']:.0%}, "
+                  f"exact McNemar p={solving['p']:.3g}: {solving['verdict']}")
     return (f"{entry['arm'] + ' - ' + entry['vs']:<34}{delta}{_ci(entry)}  {entry['verdict']}"
-            f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}")
+            f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}{solved}")
 
 
 def render(result: VerifyResult) -> str:
@@ -686,13 +705,16 @@ def render(result: VerifyResult) -> str:
     gap = result.gap
     if gap:
         lines.append(f"gap ({gap['seeds']} seeds, {', '.join(gap['envs'])}; Δ = first - second):")
-        for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline"):
-            lines.append(f"  {_comparison(gap[name])}")
+        for name in ("baseline_vs_reference", "all_fixes_vs_reference", "all_fixes_vs_baseline",
+                     "spec_fixes_vs_reference", "spec_fixes_vs_baseline"):
+            if name in gap:
+                lines.append(f"  {_comparison(gap[name])}")
         fraction = gap.get("closed_fraction")
-        if fraction is not None:
+        if fraction == UNBOUNDED:
+            lines.append(f"  fraction of the gap the fixes close: unbounded ({gap.get('reason', '')})")
+        elif fraction is not None:
             interval = gap.get("closed_fraction_ci")
-            bounds = f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f" ({gap.get('reason', '')})"
-            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f}{bounds}")
+            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]")
         elif gap.get("reason"):
             lines.append(f"  fraction of the gap the fixes close: unknown ({gap['reason']})")
     others = [entry for entry in result.verdicts if entry["family"] != "gap" or not gap]

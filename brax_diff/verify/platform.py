@@ -1,0 +1,64 @@
+"""The machine a run trained on: what a result is bit-identical across only when it is equal.
+
+Training is bit-identical on the same CPU and builds (same CPU model, accelerator and package
+versions); on another CPU, floating-point kernels differ from the first step (measured: final
+scores moved by up to 172 on CartpoleBalance). So verify.json records the platform and the
+run cache's identity includes it: a result from another machine is never reused as this one's.
+Read without importing torch or jax (package metadata and /proc only).
+"""
+
+from __future__ import annotations
+
+import platform as _platform
+import shutil
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("brax", "jax", "jaxlib", "numpy", "torch")
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" where there is none)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
+            return value.strip()
+    return _platform.processor() or "unknown"
+
+
+def accelerator() -> str:
+    """The GPUs nvidia-smi lists (names joined by "; "), or "none"."""
+    if shutil.which("nvidia-smi") is None:
+        return "none"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    names = [line.strip() for line in out.splitlines() if line.strip()]
+    return "; ".join(names) if names else "none"
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@lru_cache(maxsize=1)
+def describe() -> dict[str, Any]:
+    """``platform`` of verify.json and of the run cache's identity."""
+    return {"cpu": cpu_model(), "accelerator": accelerator(), "python": _platform.python_version(),
+            "machine": _platform.machine(), "packages": package_versions()}
