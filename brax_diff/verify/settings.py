@@ -309,7 +309,7 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
     settings = base or TrainerSettings()
     used: set[str] = set()
     for key in sorted(values):
-        if key in FIELDS and key != "minibatches_per_epoch" and (semantics or key not in SEMANTICS):
+        if key in FIELDS and key != "minibatches_per_epoch" and key not in SEMANTICS:
             value = values[key]
             if value is None and key not in ("obs_clip", "max_grad_norm", "std_max", "value_clipping"):
                 continue
@@ -318,6 +318,10 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
     if "minibatch_transitions" not in values and values.get("minibatches_per_epoch") is not None:
         settings = apply_fact(settings, "minibatches_per_epoch", values["minibatches_per_epoch"])
         used.add("minibatch_transitions")
+    if semantics:  # together and last: they constrain each other and the minibatch shape
+        chosen = {key: values[key] for key in SEMANTICS if values.get(key) is not None}
+        settings = settings.moved(**chosen)
+        used.update(chosen)
     defaults = [name for name in FIELDS if name not in used]
     return settings, defaults
 
