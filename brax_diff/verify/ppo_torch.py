@@ -451,13 +451,14 @@ class PPO:
         loss.backward()
         if self.s.max_grad_norm is not None:
             for optim in self.optimizers:
-                grads = [p.grad for group in optim.param_groups for p in group["params"] if p.grad is not None]
+                params = [p for group in optim.param_groups for p in group["params"] if p.grad is not None]
                 if self.s.grad_clip_scope == "global":
+                    grads = [p.grad for p in params]
                     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
                     scale = torch.where(norm > self.s.max_grad_norm, self.s.max_grad_norm / norm, torch.ones_like(norm))
                     torch._foreach_mul_(grads, scale)
-                else:
-                    nn.utils.clip_grad_norm_(grads, self.s.max_grad_norm, foreach=True)
+                else:  # each network's own clip, as step() does it
+                    nn.utils.clip_grad_norm_(params, self.s.max_grad_norm, foreach=True)
         for optim in self.optimizers:
             optim.step()
 
