@@ -496,12 +496,13 @@ class PPO:
                                                advantages[idx])
                 value_loss = self.value_loss(self.value(batch.obs[idx]).squeeze(-1), batch.targets[idx],
                                              batch.old_values[idx])
-                if s.grad_clip_scope == "global":
-                    self.apply_gradients(policy_loss + value_loss)
-                else:
-                    self.step(self.policy, self.optimizers[0], policy_loss)
-                    self.step(self.value, self.optimizers[1], value_loss)
-                last = float(policy_loss.detach() + value_loss.detach())
+                # One backward for both losses: the networks share no parameter, so each gets the
+                # gradient of its own loss, bit for bit, at half the autograd-engine calls; each is
+                # then clipped and stepped as before (per network, or globally).
+                self.apply_gradients(policy_loss + value_loss)
+                losses = (policy_loss, value_loss)
+        if s.epochs_per_update and total:
+            last = float(losses[0].detach() + losses[1].detach())
         for scheduler in self.schedulers:
             scheduler.step()
         return last
