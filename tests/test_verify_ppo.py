@@ -403,3 +403,34 @@ def test_batched_runs_follow_the_single_seed_runs_seed_by_seed():
         for w, (mine, _) in zip(weights, batched[seed]["layers"]):
             assert torch.allclose(w, torch.from_numpy(mine), atol=1e-4), (seed, (w - torch.from_numpy(mine)).abs().max())
         assert torch.allclose(obs_mean.float(), torch.from_numpy(batched[seed]["obs_mean"]), atol=1e-4)
+
+
+def _update_one_backward_per_network(agent: ppo_torch.PPO, batch: ppo_torch.Batch, generator: torch.Generator) -> None:
+    """PPO.update as it was before one backward served both networks: policy step, then value step."""
+    s = agent.s
+    size, total = s.effective_minibatch, batch.obs.shape[0]
+    for _ in range(s.epochs_per_update):
+        order = torch.randperm(total, generator=generator)
+        for start in range(0, total, size):
+            idx = order[start:start + size]
+            policy_loss = agent.policy_loss(batch.obs[idx], batch.raw_actions[idx], batch.log_probs[idx],
+                                            batch.advantages[idx])
+            value_loss = agent.value_loss(agent.value(batch.obs[idx]).squeeze(-1), batch.targets[idx],
+                                          batch.old_values[idx])
+            agent.step(agent.policy, agent.optimizers[0], policy_loss)
+            agent.step(agent.value, agent.optimizers[1], value_loss)
+    for scheduler in agent.schedulers:
+        scheduler.step()
+
+
+def test_one_backward_for_both_networks_gives_the_same_parameters_bit_for_bit():
+    """The speed-up (one autograd call per minibatch) changes no number: same seed, same weights."""
+    batch = _random_batch(20, 3, 2, 0)
+    fast, slow = small_agent(max_grad_norm=0.05), small_agent(max_grad_norm=0.05)  # the clip binds
+    for _ in range(2):
+        fast.update(batch, torch.Generator().manual_seed(5))
+        _update_one_backward_per_network(slow, batch, torch.Generator().manual_seed(5))
+    for a, b in zip(list(fast.policy.parameters()) + list(fast.value.parameters()),
+                    list(slow.policy.parameters()) + list(slow.value.parameters())):
+        assert torch.equal(a, b)
+    assert not torch.equal(next(fast.policy.parameters()), next(small_agent().policy.parameters()))

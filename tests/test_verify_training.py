@@ -327,3 +327,25 @@ def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir,
         assert len(trace.read_text().splitlines()) == len(events)  # everything from the cache: no task
     finally:
         ray.shutdown()
+
+
+def test_stand_in_trains_beside_the_reference_and_verify_json_has_the_equivalence(workdir):
+    """The stand_in arm end to end at the tiny shapes: Brax's values and loss semantics in the
+    PyTorch trainer, scored at the reference's checkpoints, and verify.json's ``equivalence``
+    (2 seeds a side: too few for the TOST to ever say yes, and it says so)."""
+    brax_values = dict(BRAX_LEARNING, gae_recompute="per_minibatch", obs_norm_update="per_batch_before_sgd",
+                       entropy_estimator="sampled_squashed", truncation="mask_bootstrap_last_state")
+    plan = build_plan(extraction("brax", brax_values), extraction("slm", SLM_VALUES), envs=[ENV], seeds=2,
+                      budget=REFERENCE_BUDGET, keys=[], overrides=OVERRIDES, reference=True, arms=("gap", "stand_in"),
+                      evals=2, eval_envs=4)
+    result = run_plan(plan, workdir / "cache", progress=False, output_dir=workdir / "stand_in", log=lambda line: None)
+    by_arm = {(r.spec.arm, r.spec.seed): r for r in result.results}
+    for seed in (0, 1):
+        stand_in, reference = by_arm[("stand_in", seed)], by_arm[("reference", seed)]
+        assert stand_in.status == OK, stand_in.error
+        assert stand_in.steps == reference.steps == [0, 1600, 3200]
+        assert stand_in.score_kind == reference.score_kind and 0.0 < stand_in.score <= 50.0
+    written = json.loads((workdir / "stand_in" / "verify.json").read_text())
+    env = written["equivalence"]["envs"][ENV]
+    assert (env["n_stand_in"], env["n_reference"], env["equivalent"]) == (2, 2, None)
+    assert written["equivalence"]["margin"] == written["plan"]["equivalence_margin"] == 100.0

@@ -14,7 +14,13 @@ the PyTorch trainer and of Brax's own trainer:
 * ``loo:<key>``: ``all_fixes`` with that one key back at SLM-Lab's value (what that fix is
   worth given the others);
 * ``variant:<key>``: ``baseline`` with only that key moved (the older one-at-a-time arms);
-* ``reference``: Brax's own ``ppo.train`` with the Brax settings.
+* ``reference``: Brax's own ``ppo.train`` with the Brax settings;
+* ``stand_in``: the PyTorch trainer with every Brax setting *and* Brax's loss semantics
+  (GAE per minibatch with current values, the vs-form advantage, the sampled tanh entropy, one
+  Adam with a global clip, obs statistics once per batch before SGD, the truncation mask):
+  the PyTorch trainer proven to be Brax (``tests/test_standin_lockstep.py`` update by update,
+  :mod:`.equivalence` as score distributions; arm group ``stand_in``, with ``gap`` for its
+  reference). Single engine only.
 
 Every arm is scored the same way (:class:`Scoring`): Brax's evaluator at the same env-step
 checkpoints, and every arm stops at the same env-step count, the budget rounded up to whole
@@ -33,8 +39,8 @@ from typing import Any, Mapping
 from ..errors import BraxDiffError
 from ..facts import Extraction, dumps
 from ..vocabulary import KEYS, canonical_activation
-from .settings import (DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS, TrainerSettings, apply_fact, expressible,
-                       settings_from_facts)
+from .settings import (BRAX_SEMANTICS, DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS,
+                       TrainerSettings, apply_fact, expressible, settings_from_facts)
 
 DEFAULT_ENV = "CartpoleBalance"
 DEFAULT_SEEDS = 5
@@ -47,7 +53,7 @@ DEFAULT_EVAL_ENVS = 32  # full evaluation episodes per checkpoint
 # probability of solving is measured beside the mean (stats.solving), with an exact test.
 DEFAULT_SOLVE_THRESHOLD = 800.0
 
-BASELINE, ALL_FIXES, SPEC_FIXES, REFERENCE = "baseline", "all_fixes", "spec_fixes", "reference"
+BASELINE, ALL_FIXES, SPEC_FIXES, REFERENCE, STAND_IN = "baseline", "all_fixes", "spec_fixes", "reference", "stand_in"
 # What each fix arm is, in every text that names it (plan, runner, report, docs)
 ARM_TITLES = {ALL_FIXES: "all_fixes (trainer-level, code changes included)",
               SPEC_FIXES: "spec_fixes (the spec variant `brax-diff fix` writes)"}
@@ -56,6 +62,7 @@ ARM_GROUPS = {
            "writes, when planned from the repositories) and reference: how far behind, and how much the fixes close",
     "loo": "loo:<key> for every moved key: all_fixes with that one fix undone",
     "variants": "variant:<key> for every moved key: baseline with only that key moved",
+    "stand_in": "stand_in: the PyTorch trainer with Brax's settings and loss semantics, to test against reference",
 }
 DEFAULT_ARM_GROUPS = ("gap", "loo")
 
@@ -266,6 +273,8 @@ class Plan:
     solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD  # score at or above which a run solved
     # the installed Brax trainer against the --brax ref's (trainer_files.compare); empty: not compared
     reference_trainer: dict[str, Any] = field(default_factory=dict)
+    # stand_in vs reference: score difference within which they count as equivalent (.equivalence)
+    equivalence_margin: float = 100.0
 
     @property
     def with_reference(self) -> bool:
@@ -306,6 +315,7 @@ class Plan:
                             "variants": dict(sorted(self.fixed_variants.items())),
                             "ablations": [a.to_json() for a in self.spec_ablations]}
                            if self.fixed_variants else None),
+            **({"equivalence_margin": self.equivalence_margin} if STAND_IN in self.arms() else {}),
             "sources": self.sources,
             "baseline": {env: s.to_json() for env, s in sorted(self.baseline.items())},
             "defaults_used": {env: list(v) for env, v in sorted(self.defaults_used.items())},
@@ -454,8 +464,8 @@ def _lcm(values) -> int:
     return out
 
 
-def _settings_for(values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any]
-                  ) -> tuple[TrainerSettings, list[str]]:
+def _settings_for(values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any],
+                  semantics: bool = False) -> tuple[TrainerSettings, list[str]]:
     """Trainer settings from canonical values: the minibatch count rules the minibatch size
     (so a scaled or longer batch keeps each side's count), then the run-wide overrides.
     The one function both an SLM-Lab variant's baseline and the all_fixes arm of the variant
@@ -465,7 +475,7 @@ def _settings_for(values: Mapping[str, Any], num_envs: int | None, overrides: Ma
         values["num_envs"] = num_envs
     if values.get("minibatches_per_epoch") is not None:
         values.pop("minibatch_transitions", None)
-    settings, defaults = settings_from_facts(values)
+    settings, defaults = settings_from_facts(values, semantics=semantics)
     return (settings.moved(**overrides) if overrides else settings), [d for d in defaults if d not in overrides]
 
 
@@ -485,6 +495,24 @@ def _reference_settings(brax_values: Mapping[str, Any], num_envs: int | None, ov
     if overrides.get("episode_length"):
         settings["train"]["episode_length"] = int(overrides["episode_length"])
     return settings
+
+
+# What Brax's loss always does, for the stand_in where Brax's extraction has no fact: no
+# return normalization (compute_ppo_loss regresses on the raw-scale vs).
+BRAX_TRAINER_FIXED = {"value_target_normalization": False}
+
+
+def _stand_in_settings(brax_values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any],
+                       env: str) -> dict:
+    """The PyTorch trainer at every Brax value, the loss semantics included: a semantic Brax's
+    extraction reads is taken from it, one it has no value for (``grad_clip_scope`` when nothing
+    is clipped) is Brax's (BRAX_SEMANTICS), and the advantage form, no canonical key, is Brax's."""
+    values = {**BRAX_SEMANTICS, **BRAX_TRAINER_FIXED}
+    values.update({k: v for k, v in brax_values.items() if v is not None or k not in BRAX_SEMANTICS})
+    try:
+        return _settings_for(values, num_envs, overrides, semantics=True)[0].to_json()
+    except BraxDiffError as exc:
+        raise BraxDiffError(f"{env}: the stand_in arm cannot run Brax's settings: {exc}") from None
 
 
 def _reference_update_steps(settings: Mapping[str, Any]) -> int:
@@ -618,6 +646,8 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             planned.insert(0, (TORCH, ALL_FIXES, all_fixes))
         if reference and "gap" in arms:
             planned.append((BRAX, REFERENCE, _reference_settings(brax_values, num_envs, overrides, env)))
+        if "stand_in" in arms:
+            planned.append((TORCH, STAND_IN, _stand_in_settings(brax_values, num_envs, overrides, env)))
         arms_by_env[env] = planned
         update_steps[env] = {name: (_reference_update_steps(settings) if trainer == BRAX
                                     else TrainerSettings.from_json(settings).transitions_per_update)
@@ -643,7 +673,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm "
                         f"({sizes}; every {unit:,} steps all end one)")
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
-    runs = [RunSpec(trainer, name, env, seed, total, settings, scoring, ENGINES[engine] if trainer == TORCH else SINGLE)
+    # stand_in runs on the single engine: the seed-batched one has SLM-Lab's semantics only
+    runs = [RunSpec(trainer, name, env, seed, total, settings, scoring,
+                    ENGINES[engine] if trainer == TORCH and name != STAND_IN else SINGLE)
             for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants,

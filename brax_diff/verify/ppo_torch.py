@@ -183,8 +183,10 @@ class ActionDistribution:
     minibatch sizes a CPU run uses.
     """
 
-    def __init__(self, loc: torch.Tensor, std: torch.Tensor, squash: bool):
+    def __init__(self, loc: torch.Tensor, std: torch.Tensor, squash: bool, sampled_entropy: bool | None = None):
         self.loc, self.std, self.squash = loc, std, squash
+        # entropy_estimator: sampled_squashed adds tanh's Jacobian at one draw; analytic does not
+        self.sampled_entropy = squash if sampled_entropy is None else sampled_entropy and squash
 
     def sample(self, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(raw action to store, action for the env in [-1, 1]); ``noise``: the standard normal
@@ -202,7 +204,7 @@ class ActionDistribution:
 
     def entropy(self, noise: torch.Tensor | None = None) -> torch.Tensor:
         entropy = 0.5 + _LOG_SQRT_2PI + self.std.log()
-        if self.squash:
+        if self.sampled_entropy:
             draw = torch.randn_like(self.loc) if noise is None else noise
             entropy = entropy + tanh_log_det_jacobian(self.loc + self.std * draw)
         return entropy.sum(-1)
@@ -220,8 +222,10 @@ class Policy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> ActionDistribution:
         loc, raw = self.net(obs).chunk(2, dim=-1)
+        estimator = self.settings.entropy_estimator
         return ActionDistribution(loc, std_from_raw(raw, self.settings),
-                                  self.settings.action_distribution == "tanh_normal")
+                                  self.settings.action_distribution == "tanh_normal",
+                                  None if estimator is None else estimator == "sampled_squashed")
 
 
 class VecEnv(Protocol):
@@ -249,6 +253,45 @@ class Batch:
 
 
 @dataclass
+class Sequences:
+    """One update's data as whole unroll sequences, time-major (T, sequences, ...), for a loss
+    that recomputes GAE per minibatch (Brax's). Sequence u x num_envs + e is env e's unroll u, as
+    Brax orders its batch. ``obs`` and ``bootstrap_obs`` (each sequence's observation after its
+    last step) are as stored: raw under obs_norm_update per_batch_before_sgd, normalized otherwise."""
+
+    obs: torch.Tensor
+    bootstrap_obs: torch.Tensor
+    raw_actions: torch.Tensor
+    log_probs: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    mean_reward: float = float("nan")
+
+    def select(self, idx: torch.Tensor) -> "Sequences":
+        return Sequences(self.obs[:, idx], self.bootstrap_obs[idx], self.raw_actions[:, idx], self.log_probs[:, idx],
+                         self.rewards[:, idx], self.terminated[:, idx], self.truncated[:, idx], self.mean_reward)
+
+
+def brax_advantages(rewards: torch.Tensor, values: torch.Tensor, bootstrap: torch.Tensor, terminated: torch.Tensor,
+                    truncated: torch.Tensor, discount: float, lam: float, truncation: str, advantage_form: str
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(value targets vs, policy advantages) over (T, B) sequences, from values with no gradient.
+
+    vs = lambda-GAE + V (what Brax's ``compute_gae`` returns first); the advantage is the GAE itself
+    (``advantage_form="gae"``) or Brax's ``(r + discount (1 - term) vs_{t+1} - V_t) x (1 - trunc)``
+    with vs_{T} the bootstrap value (``"one_step_on_vs"``)."""
+    next_values = torch.cat([values[1:], bootstrap[None]])
+    lambda_gae = gae(rewards, values, next_values, terminated, truncated, discount, lam, truncation)
+    vs = lambda_gae + values
+    if advantage_form == "gae":
+        return vs, lambda_gae
+    keep = torch.ones_like(truncated) if truncation == "bootstrap_next_obs_across_reset" else 1.0 - truncated
+    next_vs = torch.cat([vs[1:], bootstrap[None]])
+    return vs, (rewards + discount * (1.0 - terminated) * next_vs - values) * keep
+
+
+@dataclass
 class TrainLog:
     """The learning curve: (env steps, evaluation score) at every checkpoint, the first
     before any update; ``reward_per_step`` is each update's mean raw training reward (a
@@ -273,28 +316,41 @@ class PPO:
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
         self.optimizers, self.schedulers = [], []
-        for net in (self.policy, self.value):  # SLM-Lab: separate nets, separate Adams
+        # SLM-Lab: separate nets, separate Adams, separate clips; Brax: one Adam (optax chain), one clip
+        groups = ((self.policy, self.value),) if settings.grad_clip_scope == "global" else (self.policy, self.value)
+        for net in groups:
+            params = ([p for n in net for p in n.parameters()] if isinstance(net, tuple) else net.parameters())
             # fused: one kernel for all tensors (same update as Adam's loop, to float rounding)
-            optim = torch.optim.Adam(net.parameters(), lr=settings.learning_rate, eps=settings.adam_eps, fused=True)
+            optim = torch.optim.Adam(params, lr=settings.learning_rate, eps=settings.adam_eps, fused=True)
             self.optimizers.append(optim)
             self.schedulers.append(torch.optim.lr_scheduler.LambdaLR(
                 optim, lambda u: lr_factor(u, schedule_updates, settings.lr_final_factor, settings.lr_schedule)))
 
+    @property
+    def normalizes_at_use(self) -> bool:
+        """Brax's timing: raw observations are stored and normalized where a network reads them."""
+        return self.s.obs_normalization and self.s.obs_norm_update == "per_batch_before_sgd"
+
     def observe(self, obs: torch.Tensor) -> torch.Tensor:
-        """Normalize an observation batch, first folding it into the running statistics."""
-        if not self.s.obs_normalization:
+        """An arriving observation batch as stored: per env step (SLM-Lab), folded into the running
+        statistics and normalized; per batch (Brax), raw (the batch updates the statistics)."""
+        if not self.s.obs_normalization or self.normalizes_at_use:
             return obs
         self.obs_stats.update(obs)
         return self.obs_stats.normalize(obs)
 
+    def at_use(self, obs: torch.Tensor) -> torch.Tensor:
+        """A stored observation as the networks read it."""
+        return self.obs_stats.normalize(obs) if self.normalizes_at_use else obs
+
     @torch.no_grad()
-    def collect(self, env: VecEnv, obs: torch.Tensor) -> tuple[Batch, torch.Tensor]:
+    def collect(self, env: VecEnv, obs: torch.Tensor) -> tuple["Batch | Sequences", torch.Tensor]:
         s, unrolls = self.s, []
         rewards_total = 0.0
         for _ in range(s.unrolls_per_update):
             steps = {k: [] for k in ("obs", "raw", "logp", "reward", "term", "trunc")}
             for _ in range(s.unroll_length):
-                dist = self.policy(obs)
+                dist = self.policy(self.at_use(obs))
                 raw, action = dist.sample()
                 next_obs, reward, terminated, truncated = env.step(action)
                 steps["obs"].append(obs)
@@ -305,20 +361,30 @@ class PPO:
                 steps["trunc"].append(truncated)
                 obs = self.observe(next_obs)
             unroll = {k: torch.stack(v) for k, v in steps.items()}
+            unroll["bootstrap_obs"] = obs
             rewards_total += float(unroll["reward"].mean())
-            values = self.value(unroll["obs"]).squeeze(-1)
-            next_values = torch.cat([values[1:], self.value(obs).squeeze(-1)[None]])
+            unrolls.append(unroll)
+        if self.normalizes_at_use:  # Brax: once per batch, before SGD, from every stored observation
+            self.obs_stats.update(torch.cat([u["obs"] for u in unrolls]))
+        if s.gae_recompute == "per_minibatch":
+            def seq(key: str) -> torch.Tensor:  # (T, unroll x env, ...): sequence u x num_envs + e
+                return torch.cat([u[key] for u in unrolls], dim=1)
+
+            return Sequences(seq("obs"), torch.cat([u["bootstrap_obs"] for u in unrolls]), seq("raw"), seq("logp"),
+                             seq("reward"), seq("term"), seq("trunc"), rewards_total / s.unrolls_per_update), obs
+        for unroll in unrolls:
+            values = self.value(self.at_use(unroll["obs"])).squeeze(-1)
+            next_values = torch.cat([values[1:], self.value(self.at_use(unroll["bootstrap_obs"])).squeeze(-1)[None]])
             unroll["adv"] = gae(unroll["reward"] * s.reward_scale, values, next_values, unroll["term"],
                                 unroll["trunc"], s.discount, s.gae_lambda, s.truncation)
             unroll["target"] = unroll["adv"] + values
             unroll["value"] = values
-            unrolls.append(unroll)
 
         def flat(key: str) -> torch.Tensor:
             data = torch.cat([u[key] for u in unrolls])
             return data.reshape(-1, *data.shape[2:])
 
-        batch = Batch(flat("obs"), flat("raw"), flat("logp"), flat("adv"), flat("target"), flat("value"),
+        batch = Batch(self.at_use(flat("obs")), flat("raw"), flat("logp"), flat("adv"), flat("target"), flat("value"),
                       rewards_total / s.unrolls_per_update)
         return batch, obs
 
@@ -350,7 +416,73 @@ class PPO:
             nn.utils.clip_grad_norm_(net.parameters(), self.s.max_grad_norm, foreach=True)
         optim.step()
 
-    def update(self, batch: Batch, generator: torch.Generator) -> float:
+    def brax_loss(self, data: Sequences, entropy_noise: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Brax's ``compute_ppo_loss`` on one minibatch of sequences: GAE with the current value
+        parameters (no gradient through it), the clipped surrogate on the (population-std)
+        standardized advantages, 0.5 x vf_coefficient x (vs - V)^2 (= value_loss_coef x ..., the
+        canonical coefficient counts Brax's 0.5), minus entropy_coef x the entropy (a one-sample
+        estimate under sampled_squashed; ``entropy_noise``: its standard normal draw, (T, B, A))."""
+        s = self.s
+        obs = self.at_use(data.obs)
+        dist = self.policy(obs)
+        baseline = self.value(obs).squeeze(-1)
+        bootstrap = self.value(self.at_use(data.bootstrap_obs)).squeeze(-1)
+        vs, advantages = brax_advantages(data.rewards * s.reward_scale, baseline.detach(), bootstrap.detach(),
+                                         data.terminated, data.truncated, s.discount, s.gae_lambda, s.truncation,
+                                         s.advantage_form)
+        if s.advantage_normalization:
+            advantages = (advantages - advantages.mean()) / (advantages.std(unbiased=False) + 1e-8)
+        ratio = torch.exp(dist.log_prob(data.raw_actions) - data.log_probs)
+        eps = s.clip_epsilon
+        policy_loss = -torch.min(ratio * advantages, ratio.clamp(1.0 - eps, 1.0 + eps) * advantages).mean()
+        value_loss = s.value_loss_coef * ((vs - baseline) ** 2).mean()
+        entropy_loss = -s.entropy_coef * dist.entropy(entropy_noise).mean()
+        total = policy_loss + value_loss + entropy_loss
+        return total, {"total_loss": total, "policy_loss": policy_loss, "v_loss": value_loss,
+                       "entropy_loss": entropy_loss}
+
+    def apply_gradients(self, loss: torch.Tensor) -> None:
+        """One gradient step of every optimizer on ``loss`` (policy and value terms together).
+
+        A global clip is optax's ``clip_by_global_norm``: scaled by max_norm / norm only when the
+        norm exceeds max_norm (torch's clip_grad_norm_ adds 1e-6 to the norm)."""
+        for optim in self.optimizers:
+            optim.zero_grad()
+        loss.backward()
+        if self.s.max_grad_norm is not None:
+            for optim in self.optimizers:
+                params = [p for group in optim.param_groups for p in group["params"] if p.grad is not None]
+                if self.s.grad_clip_scope == "global":
+                    grads = [p.grad for p in params]
+                    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+                    scale = torch.where(norm > self.s.max_grad_norm, self.s.max_grad_norm / norm, torch.ones_like(norm))
+                    torch._foreach_mul_(grads, scale)
+                else:  # each network's own clip, as step() does it
+                    nn.utils.clip_grad_norm_(params, self.s.max_grad_norm, foreach=True)
+        for optim in self.optimizers:
+            optim.step()
+
+    def update_sequences(self, batch: Sequences, generator: torch.Generator) -> float:
+        """Brax's SGD: per epoch a permutation of the sequences, minibatches of whole sequences,
+        each its own loss with GAE recomputed (:meth:`brax_loss`)."""
+        s = self.s
+        sequences = batch.obs.shape[1]
+        size = s.effective_minibatch // s.unroll_length
+        last = float("nan")
+        for _ in range(s.epochs_per_update):
+            order = torch.randperm(sequences, generator=generator).to(self.device)
+            for start in range(0, sequences, size):
+                loss, _ = self.brax_loss(batch.select(order[start:start + size]))
+                self.apply_gradients(loss)
+                last = float(loss.detach())
+        for scheduler in self.schedulers:
+            scheduler.step()
+        return last
+
+    def update(self, batch: "Batch | Sequences", generator: torch.Generator) -> float:
+        if isinstance(batch, Sequences):
+            return self.update_sequences(batch, generator)
         s = self.s
         advantages = batch.advantages
         if s.advantage_normalization and s.advantage_normalization_scope == "batch":
@@ -365,9 +497,13 @@ class PPO:
                                                advantages[idx])
                 value_loss = self.value_loss(self.value(batch.obs[idx]).squeeze(-1), batch.targets[idx],
                                              batch.old_values[idx])
-                self.step(self.policy, self.optimizers[0], policy_loss)
-                self.step(self.value, self.optimizers[1], value_loss)
-                last = float(policy_loss.detach() + value_loss.detach())
+                # One backward for both losses: the networks share no parameter, so each gets the
+                # gradient of its own loss, bit for bit, at half the autograd-engine calls; each is
+                # then clipped and stepped as before (per network, or globally).
+                self.apply_gradients(policy_loss + value_loss)
+                losses = (policy_loss, value_loss)
+        if s.epochs_per_update and total:
+            last = float(losses[0].detach() + losses[1].detach())
         for scheduler in self.schedulers:
             scheduler.step()
         return last

@@ -29,8 +29,8 @@ from ..facts import dumps
 from ..io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, TORCH, Plan, RunSpec,
-                   check_executor, units)
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, STAND_IN, TORCH, Plan,
+                   RunSpec, check_executor, units)
 from .settings import TrainerSettings
 
 TORCH_CPU_THREADS = 1  # see _configure_cpu_process
@@ -61,6 +61,7 @@ class VerifyResult:
     device: str = "cpu"
     seconds: float = 0.0
     platform: dict[str, Any] = field(default_factory=dict)  # platform.describe() of the machine that ran it
+    equivalence: dict[str, Any] | None = None  # stand_in vs reference (.equivalence), when both ran
 
     @property
     def failed(self) -> list[RunResult]:
@@ -87,6 +88,7 @@ class VerifyResult:
             "platform": self.platform or describe(),
             "device": self.device,
             "gap": self.gap,
+            **({"equivalence": self.equivalence} if self.equivalence is not None else {}),
             "verdicts": self.verdicts,
             "plots": dict(sorted(self.plots.items())),
             "throughput": self.throughput(),
@@ -360,6 +362,20 @@ def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
     return out
 
 
+def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
+    """Is the stand-in Brax as score distributions: :func:`.equivalence.equivalence_summary` of
+    stand_in vs reference per env, at the plan's margin; None when the plan has not both arms."""
+    from .equivalence import equivalence_summary
+
+    if not {STAND_IN, REFERENCE} <= set(plan.arms()):
+        return None
+    scores = {}
+    for env in plan.envs:
+        stand_in, reference = _finished(results, env, STAND_IN), _finished(results, env, REFERENCE)
+        scores[env] = ([stand_in[s].score for s in sorted(stand_in)], [reference[s].score for s in sorted(reference)])
+    return equivalence_summary(scores, plan.equivalence_margin)
+
+
 def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, Any]]) -> dict[str, Any]:
     """How far baseline and all_fixes are from Brax's trainer, and the fraction of the gap closed.
 
@@ -575,7 +591,7 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
     results = [done[i] for i in range(len(plan.runs))]
     decided = verdicts(plan, results)
     result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
-                          seconds=time.perf_counter() - started)
+                          seconds=time.perf_counter() - started, equivalence=equivalence(plan, results))
     if output_dir is not None:
         result.plots = write_plots(plan, results, Path(output_dir))
         write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))

@@ -22,6 +22,17 @@ from ..errors import BraxDiffError
 
 # What GAE may do at a time limit in this trainer (vocabulary `truncation`): SLM-Lab's and Brax's.
 TRUNCATIONS = ("bootstrap_next_obs_across_reset", "mask_bootstrap_last_state")
+# The loss-level semantics of issue 22 (vocabulary enums), each with the values this trainer runs:
+# SLM-Lab's first (the default), Brax's second. `advantage_form` is a trainer setting with no
+# canonical key yet: "gae" is lambda-GAE (SLM-Lab's calc_gaes); "one_step_on_vs" is Brax's
+# compute_gae, r + discount x vs_{t+1} - V_t on the lambda-returns vs.
+SEMANTICS = {
+    "gae_recompute": ("per_update", "per_minibatch"),
+    "advantage_form": ("gae", "one_step_on_vs"),
+    "grad_clip_scope": ("per_network", "global"),
+    "obs_norm_update": ("per_env_step", "per_batch_before_sgd"),
+    "entropy_estimator": ("analytic", "sampled_squashed"),
+}
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,26 @@ class TrainerSettings:
     """Hidden activation: silu, relu, tanh or elu."""
     kernel_init: str = "orthogonal"
     """Hidden and output weights: "orthogonal" (gain sqrt 2, SLM-Lab) or "lecun_uniform"; biases 0."""
+    # -- loss semantics (issue 22): SLM-Lab's by default, Brax's in the stand_in arm ------------
+    gae_recompute: str = "per_update"
+    """"per_update": advantages and value targets once per update, before the epochs, then fixed
+    (SLM-Lab); "per_minibatch": recomputed inside every minibatch's loss with the value parameters of
+    that step, over whole unroll sequences (Brax's compute_ppo_loss: minibatches are sequences, the
+    value loss is 0.5 x (vs - V)^2 x 2 value_loss_coef on the lambda-returns vs, the advantages are
+    standardized with the population std). Needs minibatches of whole unrolls."""
+    advantage_form: str = "gae"
+    """"gae": lambda-GAE; "one_step_on_vs": Brax's r + discount x vs_{t+1} - V_t (per_minibatch only)."""
+    grad_clip_scope: str = "per_network"
+    """"per_network": each network its own Adam and its own clip (SLM-Lab); "global": one Adam over the
+    policy's and the value's parameters, one clip over all their gradients (Brax's optax chain)."""
+    obs_norm_update: str = "per_env_step"
+    """"per_env_step": statistics updated as each observation arrives, stored normalized (SLM-Lab);
+    "per_batch_before_sgd": raw observations stored, statistics updated once from the batch before its
+    SGD, normalized at use (Brax)."""
+    entropy_estimator: str | None = None
+    """"analytic": the Gaussian's closed form; "sampled_squashed": plus tanh's log-det-Jacobian at one
+    sampled raw action (Brax); None: follows action_distribution (analytic for normal,
+    sampled_squashed for tanh_normal), this trainer's behaviour before the key existed."""
     # -- run shape (no canonical key) -------------------------------------------------------
     episode_length: int | None = None
     """Episode step limit; None: the environment's own (1000 for DM Control). Shorter only for tests."""
@@ -151,6 +182,18 @@ class TrainerSettings:
             yield f"activation {self.activation!r} is not one this trainer runs"
         if self.kernel_init not in ("orthogonal", "lecun_uniform"):
             yield f"kernel_init {self.kernel_init!r} is not one this trainer runs (orthogonal, lecun_uniform)"
+        for name, allowed in SEMANTICS.items():
+            value = getattr(self, name)
+            if not (value in allowed or name == "entropy_estimator" and value is None):
+                yield f"{name} {value!r} is not one this trainer runs ({', '.join(allowed)})"
+        if self.gae_recompute == "per_minibatch":
+            if self.effective_minibatch % self.unroll_length:
+                yield (f"gae_recompute per_minibatch needs minibatches of whole unrolls: {self.effective_minibatch} "
+                       f"transitions is not a multiple of unroll_length {self.unroll_length}")
+            if self.value_target_normalization or self.value_clipping is not None:
+                yield "gae_recompute per_minibatch is Brax's loss: no value target normalization, no value clipping"
+        elif self.advantage_form != "gae":
+            yield "advantage_form one_step_on_vs is computed inside the loss: it needs gae_recompute per_minibatch"
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -168,6 +211,12 @@ class TrainerSettings:
 
 
 FIELDS = tuple(f.name for f in fields(TrainerSettings))
+
+# The stand_in arm: every semantic at Brax's value (with Brax's truncation mask). These keys are
+# applied only where asked (settings_from_facts(semantics=True)), so baseline and all_fixes keep
+# this trainer's SLM-Lab semantics, and all_fixes stays "what SLM-Lab's settings can move".
+BRAX_SEMANTICS = {**{name: values[1] for name, values in SEMANTICS.items()},
+                  "truncation": "mask_bootstrap_last_state"}
 
 # Canonical keys that are a consequence of other keys: their difference is explained by the
 # keys they are computed from, so they get no run of their own.
@@ -188,10 +237,10 @@ UNSUPPORTED_KEYS = {
     "std_state_dependent": "state-dependent std only",
     "shared_network": "separate policy and value networks only",
     "clip_epsilon_schedule": "a constant clip range only",
-    "gae_recompute": "advantages once per update only",
-    "grad_clip_scope": "each network's own gradient clip only",
-    "obs_norm_update": "statistics updated at every env step only",
-    "entropy_estimator": "follows action_distribution (closed form for normal, one sample for tanh_normal)",
+    "gae_recompute": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
+    "grad_clip_scope": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
+    "obs_norm_update": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
+    "entropy_estimator": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
 }
 
 # What the trainer always does for those keys: a baseline whose SLM-Lab value differs is not
@@ -248,9 +297,11 @@ def apply_fact(settings: TrainerSettings, key: str, value: Any) -> TrainerSettin
     return settings.moved(**{key: _coerce(key, value)})
 
 
-def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None = None
+def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None = None, semantics: bool = False
                         ) -> tuple[TrainerSettings, list[str]]:
     """Settings from canonical ``{key: value}``; returns them and the fields left at defaults.
+
+    The loss semantics (``SEMANTICS``) are applied only with ``semantics=True`` (the stand_in arm).
 
     ``minibatches_per_epoch`` is applied after the batch keys so that it sees the batch.
     A key whose value is None where the field needs a number keeps the default.
@@ -258,7 +309,7 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
     settings = base or TrainerSettings()
     used: set[str] = set()
     for key in sorted(values):
-        if key in FIELDS and key != "minibatches_per_epoch":
+        if key in FIELDS and key != "minibatches_per_epoch" and key not in SEMANTICS:
             value = values[key]
             if value is None and key not in ("obs_clip", "max_grad_norm", "std_max", "value_clipping"):
                 continue
@@ -267,12 +318,16 @@ def settings_from_facts(values: Mapping[str, Any], base: TrainerSettings | None 
     if "minibatch_transitions" not in values and values.get("minibatches_per_epoch") is not None:
         settings = apply_fact(settings, "minibatches_per_epoch", values["minibatches_per_epoch"])
         used.add("minibatch_transitions")
+    if semantics:  # together and last: they constrain each other and the minibatch shape
+        chosen = {key: values[key] for key in SEMANTICS if values.get(key) is not None}
+        settings = settings.moved(**chosen)
+        used.update(chosen)
     defaults = [name for name in FIELDS if name not in used]
     return settings, defaults
 
 
 _OPTIONAL_NUMBERS = {"obs_clip": float, "max_grad_norm": float, "std_max": float, "value_clipping": float,
-                     "episode_length": int, "lr_decay_steps": int}
+                     "episode_length": int, "lr_decay_steps": int, "entropy_estimator": str}
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
