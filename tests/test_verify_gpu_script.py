@@ -41,6 +41,7 @@ def test_an_unknown_scale_is_one_error(tmp_path):
 
 
 @pytest.mark.training
+@pytest.mark.slow  # 28 min wall at load 11 on 2 cores (cold XLA compiles of every arm); ~8 CPU-min
 @pytest.mark.skipif(training_stack_missing() is not None, reason="needs the verify extra (torch, jax, brax)")
 def test_the_gpu_script_runs_end_to_end_at_a_tiny_size_on_the_cpu(tmp_path):
     done = _run(tmp_path, VERIFY_GPU_SCALE="tiny", VERIFY_GPU_ENVS="CartpoleBalance", SLM_VARIANT="ppo_fx")

@@ -329,6 +329,7 @@ def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir,
         ray.shutdown()
 
 
+@pytest.mark.slow  # 41 min wall at load 12 on 2 cores, nearly all Brax's compiles
 def test_stand_in_trains_beside_the_reference_and_verify_json_has_the_equivalence(workdir):
     """The stand_in arm end to end at the tiny shapes: Brax's values and loss semantics in the
     PyTorch trainer, scored at the reference's checkpoints, and verify.json's ``equivalence``
