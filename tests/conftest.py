@@ -10,7 +10,7 @@ import os
 import pytest
 
 # Training tests compare runs made in this process with runs made in worker processes: both
-# must run XLA as `brax-diff verify` does (brax_diff.verify.runner.XLA_CPU_FLAGS), set before
+# must run XLA as `brax-diff verify` does (brax_diff.verify.worker.XLA_CPU_FLAGS), set before
 # any test starts jax. Written out here so that collecting the tests imports neither.
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 

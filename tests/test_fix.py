@@ -390,7 +390,7 @@ def test_verify_all_fixes_settings_keeps_the_trainer_level_arm(fresh, capsys):
 def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatch, tmp_path):
     """`report --verify` plans as `verify` does: spec_fixes is the variant `fix` writes."""
     import brax_diff.verify as verify_package
-    import brax_diff.verify.runner as runner
+    import brax_diff.verify.worker as runner
     from brax_diff.verify.for_report import verify_scope
     from brax_diff.config import load_settings
     from brax_diff.render import Scope

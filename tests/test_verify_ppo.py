@@ -261,7 +261,7 @@ def test_three_seeds_batched_update_as_three_separate_updates(changes):
     stacked = ppo_batched.SeedBatch(*(torch.stack([getattr(b, f) for b in batches]) for f in
                                       ("obs", "raw_actions", "log_probs", "advantages", "targets", "old_values")),
                                     torch.tensor([b.mean_reward for b in batches]))
-    shuffles = [ppo_torch._generator(seed, "minibatch_shuffle") for seed in seeds]  # what ppo_torch.train shuffles with
+    shuffles = [ppo_torch.seeded_generator(seed, "minibatch_shuffle") for seed in seeds]  # what ppo_torch.train shuffles with
     for update in range(2):  # the second update starts from moved weights, Adam moments and statistics
         for i, seed in enumerate(seeds):  # the sampling streams (the tanh entropy estimate draws)
             batched.samplers[i].manual_seed(seed + update)

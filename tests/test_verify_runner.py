@@ -122,7 +122,7 @@ def test_units_of_work_batch_an_arms_seeds_and_keep_reference_runs_apart():
 
 def test_the_progress_bar_goes_to_stderr_never_to_stdout(capsys):
     """stdout carries only the result asked for, also when it is piped."""
-    from brax_diff.verify.runner import _Progress
+    from brax_diff.verify.worker import Progress as _Progress
 
     result = synthetic_result()
     bar = _Progress(result.plan, True)

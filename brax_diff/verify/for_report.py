@@ -37,7 +37,7 @@ def verify_scope(brax_extractor, slm_extractor, scope: Scope, variant: str | Non
     slm = slm_extractor.variant(variant or slm_extractor.variant_for(family=family, env=env))
     from .costs import estimate, load_throughput
 
-    from .runner import pick_device
+    from .worker import pick_device
 
     options = resolve_options("gpu" if pick_device() == "cuda" else "cpu")  # the preset the machine can run
     jobs = options.pop("jobs")

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .ppo_torch import (ActionDistribution, Policy, TrainLog, _generator, gae, lr_factor, mlp, schedule_updates,
+from .ppo_torch import (ActionDistribution, Policy, TrainLog, seeded_generator, gae, lr_factor, mlp, schedule_updates,
                         std_from_raw, stream_seed)
 from .settings import TrainerSettings
 
@@ -143,9 +143,9 @@ class SeedBatchedPPO:
         for seed in self.seeds:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(stream_seed(seed, "action_noise"))
-                policies.append(Policy(obs_size, action_size, settings, _generator(seed, "policy_init")).net)
+                policies.append(Policy(obs_size, action_size, settings, seeded_generator(seed, "policy_init")).net)
                 values.append(mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
-                                  settings.kernel_init, _generator(seed, "value_init")))
+                                  settings.kernel_init, seeded_generator(seed, "value_init")))
                 self.samplers.append(torch.Generator().set_state(torch.get_rng_state()))
         self.policy_layers = [(w.to(self.device).requires_grad_(), b.to(self.device).requires_grad_())
                               for w, b in stack_mlp(policies)]
@@ -154,7 +154,7 @@ class SeedBatchedPPO:
         self.activation = ACTIVATIONS[settings.activation]
         self.obs_stats = RowRunningMeanStd(n, obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = RowReturnNormalizer(n) if settings.value_target_normalization else None
-        self.shuffles = [_generator(seed, "minibatch_shuffle") for seed in self.seeds]
+        self.shuffles = [seeded_generator(seed, "minibatch_shuffle") for seed in self.seeds]
         self.optimizers, self.schedulers = [], []
         for layers in (self.policy_layers, self.value_layers):
             params = [t for layer in layers for t in layer]

@@ -310,9 +310,9 @@ class PPO:
                  device: torch.device | str = "cpu", seed: int = 0):
         self.s, self.device = settings, torch.device(device)
         # One generator per network: an arm that changes one network's shape keeps the other's weights.
-        self.policy = Policy(obs_size, action_size, settings, _generator(seed, "policy_init")).to(self.device)
+        self.policy = Policy(obs_size, action_size, settings, seeded_generator(seed, "policy_init")).to(self.device)
         self.value = mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
-                         settings.kernel_init, _generator(seed, "value_init")).to(self.device)
+                         settings.kernel_init, seeded_generator(seed, "value_init")).to(self.device)
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
         self.optimizers, self.schedulers = [], []
@@ -523,7 +523,7 @@ def stream_seed(seed: int, purpose: str) -> int:
     return int(child.generate_state(1, np.uint64)[0] >> np.uint64(1))  # 63 bits: any torch accepts it
 
 
-def _generator(seed: int, purpose: str) -> torch.Generator:
+def seeded_generator(seed: int, purpose: str) -> torch.Generator:
     """A CPU generator for one of a run's random streams (STREAMS)."""
     return torch.Generator().manual_seed(stream_seed(seed, purpose))
 
@@ -549,7 +549,7 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
         raise ValueError(f"budget {budget} and checkpoint interval {eval_every} must be whole updates of "
                          f"{update_steps} env steps")
     torch.manual_seed(stream_seed(seed, "action_noise"))  # action sampling
-    shuffles = _generator(seed, "minibatch_shuffle")
+    shuffles = seeded_generator(seed, "minibatch_shuffle")
     agent = PPO(settings, env.obs_size, env.action_size, schedule_updates(settings, budget), device, seed)
     log, started = TrainLog(), time.perf_counter()
     obs = agent.observe(env.reset(seed))

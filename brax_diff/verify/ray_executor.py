@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import BraxDiffError
 
-TASK_CPUS = 1  # one training process: XLA and torch on one thread (runner._configure_cpu_process)
+TASK_CPUS = 1  # one training process: XLA and torch on one thread (worker.configure_cpu_process)
 MAX_RETRIES = 3  # a worker that dies (killed, out of memory, node lost) is retried this often
 PROBE_TIMEOUT_S = 300  # a worker must start and import the training stack within this
 CONNECT_TIMEOUT_S = 5.0
@@ -65,21 +65,22 @@ def runtime_env() -> dict[str, Any]:
 
 def _probe() -> dict[str, Any]:
     """On a worker: can it train? (the first missing training package, and a GPU)."""
-    from brax_diff.verify import training_stack_missing
+    from brax_diff.verify.stack import training_stack_missing
 
     return {"missing": training_stack_missing()}
 
 
 def _unit(spec_jsons: list[dict], cache_dir: str) -> dict[str, Any]:
     """On a worker: train one unit; its results as JSON (the driver stores them)."""
-    from brax_diff.verify import runner, training_stack_missing
+    from brax_diff.verify import worker
+    from brax_diff.verify.stack import training_stack_missing
 
     missing = training_stack_missing()
     if missing:
         return {"missing": missing}
-    if "runner" not in runner._WORKER:
-        runner._worker_start(cache_dir, None, store=False)
-    return {"results": runner._worker_run(spec_jsons)}
+    if "runner" not in worker.WORKER:
+        worker.start_worker(cache_dir, None, store=False)
+    return {"results": worker.run_worker_unit(spec_jsons)}
 
 
 def missing_stack_error(missing: str) -> BraxDiffError:
@@ -138,7 +139,7 @@ class RayCluster:
     def run(self, plan, work: list[list[int]], done: dict, cache, bar) -> None:
         """Every unit of ``work`` as a task; each result stored in ``cache`` as its task returns."""
         from .cache import RunResult
-        from .runner import _failed
+        from .worker import failed_result
 
         ray = self.ray
         task = ray.remote(_unit).options(num_cpus=TASK_CPUS, num_gpus=self.gpus, max_retries=MAX_RETRIES)
@@ -154,7 +155,7 @@ class RayCluster:
                     except ray.exceptions.RayTaskError as exc:  # brax_diff itself failed on the worker
                         raise BraxDiffError(f"a Ray task failed: {_first_line(getattr(exc, 'cause', None) or exc)}") from None
                     except ray.exceptions.RayError as exc:  # the worker died MAX_RETRIES + 1 times
-                        answer = {"results": [_failed(plan.runs[i], exc, 0.0, self.device).to_json() for i in unit]}
+                        answer = {"results": [failed_result(plan.runs[i], exc, 0.0, self.device).to_json() for i in unit]}
                     if answer.get("missing"):
                         raise missing_stack_error(answer["missing"])
                     for index, data in zip(unit, answer["results"]):
