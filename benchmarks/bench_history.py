@@ -39,12 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from brax_diff.errors import BraxDiffError  # noqa: E402
-from brax_diff.facts import Extraction, Fact, Provenance  # noqa: E402
-from brax_diff.factcache import FactCache  # noqa: E402
-from brax_diff.history import HistoryEngine, Recipe, first_parent_log, fact_changes, parse_range  # noqa: E402
+from brax_diff.facts.model import Extraction, Fact, Provenance  # noqa: E402
+from brax_diff.extract.factcache import FactCache  # noqa: E402
+from brax_diff.history.walk import HistoryEngine, Recipe, first_parent_log, fact_changes, parse_range  # noqa: E402
 from brax_diff.errors import SourceError  # noqa: E402
-from brax_diff.sources import Repository, Snapshot  # noqa: E402
-from brax_diff.extractors.pyast import Code, PyModule  # noqa: E402
+from brax_diff.sources.repository import Repository, Snapshot  # noqa: E402
+from brax_diff.extractors.engine.pyast import Code, PyModule  # noqa: E402
 
 TRAIN = "brax/training/agents/ppo/train.py"
 NETWORKS = "brax/training/agents/ppo/networks.py"
@@ -222,7 +222,7 @@ class Scenario:
 
 def real_brax(family=None, env=None):
     def extract(snaps):
-        from brax_diff.extractors.brax import BraxExtractor
+        from brax_diff.extractors.brax.extractor import BraxExtractor
 
         extractor = BraxExtractor(snaps["brax"], snaps.get("playground"))
         return extractor.env(env) if env else extractor.family(family)
@@ -324,7 +324,7 @@ def time_cli(args: list[str], env: dict, cwd: Path = ROOT) -> tuple[float, subpr
 
 def real_brax_extractor_missing() -> str | None:
     """None when the real Brax extractor (all the history scenarios need) is here, else what is missing."""
-    return None if (ROOT / "extractors" / "brax.py").is_file() else "extractors/brax.py"
+    return None if (ROOT / "extractors" / "brax.py").is_file() else "extractors/brax/extractor.py"
 
 
 def main() -> int:

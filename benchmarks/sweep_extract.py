@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from brax_diff.errors import BraxDiffError  # noqa: E402
-from brax_diff.sources import Repository  # noqa: E402
+from brax_diff.sources.repository import Repository  # noqa: E402
 
 SPEC = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"
 # The run length SLM-Lab's Playground benchmarks are run with (`-s max_frame=100000000` in the
@@ -108,8 +108,8 @@ def unknowns(extraction) -> list[tuple[str, str, bool]]:
 def run_task(task: tuple) -> list[Outcome]:
     """Extract one commit of one side (in a worker process)."""
     side, sha, repos, others = task
-    from brax_diff.extractors.brax import BraxExtractor
-    from brax_diff.extractors.slm import SlmExtractor, trains
+    from brax_diff.extractors.brax.extractor import BraxExtractor
+    from brax_diff.extractors.slm.extractor import SlmExtractor, trains
 
     results: list[Outcome] = []
 
@@ -157,8 +157,8 @@ def run_task(task: tuple) -> list[Outcome]:
 
 def plan(repos: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, str], dict[str, list[str]]]:
     """Commits per side, the newest commits used as the other side, and the files read."""
-    from brax_diff.extractors.brax import BraxExtractor
-    from brax_diff.extractors.slm import SlmExtractor
+    from brax_diff.extractors.brax.extractor import BraxExtractor
+    from brax_diff.extractors.slm.extractor import SlmExtractor
 
     heads = {"brax": newest(repos["brax"]), "playground": newest(repos["playground"])}
     brax = Repository(repos["brax"], "brax").resolve(heads["brax"])

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .io import read_text
-from .limits import check_nesting
-from .sources import DEFAULT_URLS, is_url
+from .safety.io import read_text
+from .safety.limits import check_nesting
+from .sources.repository import DEFAULT_URLS, is_url
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Callable, Iterable
 
 from .config import Settings
 from .errors import SourceError
-from .sources import Repository, Snapshot, is_url, open_all
-from .worktree import WORKTREE, head_differs
+from .sources.repository import Repository, Snapshot, is_url, open_all
+from .sources.worktree import WORKTREE, head_differs, resolve_ref
 
 TITLES = {"brax": "Brax", "playground": "Playground", "slm": "SLM-Lab", "rsl_rl": "RSL-RL"}
 
@@ -36,7 +36,7 @@ def open_snapshots(settings: Settings, sides: Iterable[str],
     for side in sides:
         ref = getattr(settings, f"{side}_ref")
         step(f"{TITLES[side]}: resolving {ref} in {repositories[side].location}")
-        snapshots[side] = repositories[side].resolve(ref)
+        snapshots[side] = resolve_ref(repositories[side], ref)
     return snapshots
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from brax_diff.errors import ConfigError
-from brax_diff.io import read_text
-from brax_diff.limits import load_yaml
+from brax_diff.safety.io import read_text
+from brax_diff.safety.limits_yaml import load_yaml
 
 FAMILIES = ("dm_control", "locomotion", "manipulation")
 

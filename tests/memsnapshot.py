@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from brax_diff.extractors import flow
-from brax_diff.facts import Provenance
+from brax_diff.extractors.engine import flow
+from brax_diff.facts.model import Provenance
 
 
 class MemorySnapshot:

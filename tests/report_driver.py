@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from brax_diff import io  # noqa: E402
+from brax_diff.safety import io  # noqa: E402
 from brax_diff.cli import main  # noqa: E402
 from brax_diff.cli import report as report_cli  # noqa: E402
 from test_report_cli import FakeBrax, FakeSlm  # noqa: E402

@@ -7,7 +7,7 @@ up. Nothing here is upstream code.
 
 from __future__ import annotations
 
-from brax_diff.facts import Extraction, Fact, Finding, Provenance, SourceInfo
+from brax_diff.facts.model import Extraction, Fact, Finding, Provenance, SourceInfo
 
 BRAX_REPO = "https://github.com/google/brax"
 PLAYGROUND_REPO = "https://github.com/google-deepmind/mujoco_playground"

@@ -1,4 +1,4 @@
-"""Issue 26, item 3: the documented limits (brax_diff/limits.py) hold inside the data-flow
+"""Issue 26, item 3: the documented limits (brax_diff/safety/limits.py) hold inside the data-flow
 engine and in the fix-template sandbox. Each case runs in a child process under a memory cap
 (1.5 GB) and a time limit, since a hang or an exhausted machine is the failure these prevent;
 a tripped limit must be an Unknown naming the limit (engine) or one TemplateLimit (sandbox)."""
@@ -58,7 +58,7 @@ def _child(code: str) -> dict:
 def test_the_engine_stops_every_unbounded_computation_at_a_limit_with_an_unknown():
     results = _child(f"""
         import time
-        from brax_diff.extractors import flow
+        from brax_diff.extractors.engine import flow
         from memsnapshot import engine_call
         out = {{}}
         for name, (source, _) in {ENGINE_CASES!r}.items():
@@ -86,7 +86,7 @@ def test_products_and_sums_of_shared_symbolic_values_are_taken_apart_in_bounded_
     # 2**40 of them. Past MAX_WALK parts the coefficient is unknown, with why.
     import time
 
-    from brax_diff.extractors import flow, semantics
+    from brax_diff.extractors.engine import flow, semantics
     from memsnapshot import engine_call
 
     started = time.monotonic()
@@ -112,7 +112,7 @@ TEMPLATE_CASES = {
 
 def test_template_filters_and_methods_that_outgrow_their_input_are_refused_before_they_run():
     results = _child(f"""
-        from brax_diff.sandbox import TemplateLimit, check_template, render_bounded, sandbox
+        from brax_diff.safety.sandbox import TemplateLimit, check_template, render_bounded, sandbox
         env = sandbox(finalize=lambda x: x)
         out = {{}}
         for source in {list(TEMPLATE_CASES)!r}:
@@ -135,7 +135,7 @@ def test_template_filters_and_methods_that_outgrow_their_input_are_refused_befor
     ("{{ [{'a': 'x'}, {'a': 'y'}] | join(',', attribute='a') }}", "x,y"),
 ])
 def test_bounded_filters_still_give_what_jinja_gives(source, rendered):
-    from brax_diff.sandbox import check_template, render_bounded, sandbox
+    from brax_diff.safety.sandbox import check_template, render_bounded, sandbox
 
     env = sandbox(finalize=lambda x: x)
     check_template(env, source)

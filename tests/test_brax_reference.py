@@ -13,8 +13,8 @@ import pytest
 
 import brax_fixtures as bfx
 from brax_diff.cli import main
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.sources import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 from test_setup import TRAIN
 from upstream_repos import MAPPING, MAPPING_FILE, playground_files

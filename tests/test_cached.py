@@ -2,10 +2,10 @@
 same; a changed blob is extracted again."""
 
 import brax_fixtures as fx
-from brax_diff.cached import CachedExtractor
-from brax_diff.factcache import FactCache
-from brax_diff.sources import Repository
-from brax_diff.extractors.brax import BraxExtractor
+from brax_diff.extract.cached import CachedExtractor
+from brax_diff.extract.factcache import FactCache
+from brax_diff.sources.repository import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
 from gitfixture import add_commit, make_repo
 
 

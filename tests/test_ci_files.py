@@ -157,7 +157,7 @@ def missing_for_report() -> str | None:
     missing = []
     if "report" not in build_parser().commands:
         missing.append("the `report` command (brax_diff/cli/report.py registers none)")
-    for module in ("brax_diff.extractors.brax", "brax_diff.extractors.slm", "brax_diff.compare", "brax_diff.rules"):
+    for module in ("brax_diff.extractors.brax.extractor", "brax_diff.extractors.slm.extractor", "brax_diff.compare.pairing", "brax_diff.compare.rules"):
         if importlib.util.find_spec(module) is None:
             missing.append(module)
     return ", ".join(missing) or None

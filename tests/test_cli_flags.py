@@ -11,8 +11,8 @@ import pytest
 from brax_diff import __version__
 from brax_diff.cli import build_parser, main
 from brax_diff.errors import SourceError
-from brax_diff.io import write_atomic
-from brax_diff.sources import Repository
+from brax_diff.safety.io import write_atomic
+from brax_diff.sources.repository import Repository
 from upstream_repos import make_upstreams
 
 

@@ -1,6 +1,6 @@
-from brax_diff.compare import compare, key_order, values_equal
-from brax_diff.facts import Extraction, Fact, Finding
-from brax_diff.vocabulary import KEYS, TOPICS
+from brax_diff.compare.pairing import compare, key_order, values_equal
+from brax_diff.facts.model import Extraction, Fact, Finding
+from brax_diff.facts.vocabulary import KEYS, TOPICS
 from report_fixtures import brax_extraction, slm_extraction
 
 

@@ -1,4 +1,4 @@
-"""Issue 26, item 1: the data-flow engine (extractors/flow.py) against execution.
+"""Issue 26, item 1: the data-flow engine (extractors/engine/flow.py) against execution.
 
 A Hypothesis strategy writes small config functions and trainer fragments of upstream's shape
 (our own code: arithmetic on ints and floats, names, tuples/lists/dicts and subscripts, if/else
@@ -22,8 +22,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from brax_diff.extractors import flow
-from brax_diff.extractors.playground_env import CONFIG_DICT, MODEL
+from brax_diff.extractors.engine import flow
+from brax_diff.extractors.playground.env import CONFIG_DICT, MODEL
 from memsnapshot import MemorySnapshot
 
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")  # generated `1 is 2`: as intended

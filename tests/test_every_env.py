@@ -8,8 +8,8 @@ import json
 import pytest
 
 from brax_diff.cli import main
-from brax_diff.sources import Repository
-from brax_diff.extractors.brax import FAMILIES, BraxExtractor
+from brax_diff.sources.repository import Repository
+from brax_diff.extractors.brax.extractor import FAMILIES, BraxExtractor
 from upstream_repos import EXPECTED_VARIANT, make_upstreams, repo_flags
 
 

@@ -13,9 +13,9 @@ import pytest
 import brax_fixtures as fx
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.sources import Repository
-from brax_diff.vocabulary import KEYS
-from brax_diff.extractors.brax import FAMILIES, BraxExtractor
+from brax_diff.sources.repository import Repository
+from brax_diff.facts.vocabulary import KEYS
+from brax_diff.extractors.brax.extractor import FAMILIES, BraxExtractor
 from gitfixture import make_repo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,10 +15,10 @@ import pytest
 import slm_fixtures as fx
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError, ConfigError, SpecError
-from brax_diff.limits import LimitExceeded
-from brax_diff.sources import Repository
-from brax_diff.extractors.slm import SlmExtractor, load_mapping, validate_mapping
-from brax_diff.extractors.slm_spec import SpecFile
+from brax_diff.safety.limits import LimitExceeded
+from brax_diff.sources.repository import Repository
+from brax_diff.extractors.slm.extractor import SlmExtractor, load_mapping, validate_mapping
+from brax_diff.extractors.slm.spec import SpecFile
 from gitfixture import add_commit, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,10 +11,10 @@ import pytest
 
 import slm_fixtures as fx
 from brax_diff.cli import main
-from brax_diff.sources import Repository
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.extractors.slm import SlmExtractor
-from brax_diff.extractors.slm_spec import SpecFile
+from brax_diff.sources.repository import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.extractors.slm.extractor import SlmExtractor
+from brax_diff.extractors.slm.spec import SpecFile
 from gitfixture import _git
 from upstream_repos import MAPPING_FILE, SPEC_PATH, make_upstreams, repo_flags
 
@@ -51,7 +51,7 @@ def fix_json(paths, capsys, *args) -> dict:
 
 def extract_written(paths, text: str, variant: str = "ppo_fx_brax"):
     """The written spec text read by the SLM-Lab extractor on its own (not through `fix`)."""
-    from brax_diff.fix import OverlaySnapshot
+    from brax_diff.fix.solver import OverlaySnapshot
 
     snapshot = Repository(paths["slm"], "slm").resolve("HEAD")
     return SlmExtractor(OverlaySnapshot(snapshot, {SPEC_PATH: text}), spec=SPEC_PATH).variant(variant)
@@ -393,7 +393,7 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
     import brax_diff.verify.worker as runner
     from brax_diff.verify.for_report import verify_scope
     from brax_diff.config import load_settings
-    from brax_diff.render import Scope
+    from brax_diff.report.render import Scope
 
     planned = []
     monkeypatch.setattr(verify_package, "training_stack_missing", lambda: None)

@@ -1,12 +1,12 @@
-"""The data-flow engine (extractors/flow.py) on small hand-written modules."""
+"""The data-flow engine (extractors/engine/flow.py) on small hand-written modules."""
 
 from __future__ import annotations
 
 import pytest
 
-from brax_diff.sources import Repository
-from brax_diff.extractors import flow
-from brax_diff.extractors.flow import Engine, Loader, const, describe, linear, plain, sym
+from brax_diff.sources.repository import Repository
+from brax_diff.extractors.engine import flow
+from brax_diff.extractors.engine.flow import Engine, Loader, const, describe, linear, plain, sym
 from gitfixture import make_repo
 
 CONFIG = '''

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from brax_diff.extractors import flow
-from brax_diff.extractors.flow import Engine, Loader, const, plain
+from brax_diff.extractors.engine import flow
+from brax_diff.extractors.engine.flow import Engine, Loader, const, plain
 from test_flow_loops import MemorySnapshot
 
 PROGRAM = '''

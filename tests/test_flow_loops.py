@@ -1,5 +1,5 @@
 """Loops over known items in the data-flow engine: a loop of long passes is widened after a
-few exact passes (extractors/flow.py, Engine._for_known).
+few exact passes (extractors/engine/flow.py, Engine._for_known).
 
 Widening trades precision for time and must never trade correctness: whatever it leaves
 known after the loop is what an exact run leaves, and what it cannot know is Unknown."""
@@ -12,9 +12,9 @@ from unittest import mock
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from brax_diff.facts import Provenance
-from brax_diff.extractors import flow
-from brax_diff.extractors.flow import Engine, Loader, const, plain
+from brax_diff.facts.model import Provenance
+from brax_diff.extractors.engine import flow
+from brax_diff.extractors.engine.flow import Engine, Loader, const, plain
 
 PROGRAM = '''
 import torch

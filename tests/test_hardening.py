@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from brax_diff.cli import main
-from brax_diff.limits import MAX_NESTING
+from brax_diff.safety.limits import MAX_NESTING
 from gitfixture import add_commit
 from test_report_cli import run, snapshot_files
 from test_report_cli import workspace  # noqa: F401 (a fixture)
@@ -79,7 +79,7 @@ def test_non_utf8_rules_and_mapping_files(tmp_path, capsys):
     assert main(["rules", "--rules", str(bad)]) == 2
     one_error_line(capsys, f"rules file {bad}: line 3: not UTF-8 text (byte 0xe9 at offset 36)")
     from brax_diff.errors import ConfigError
-    from brax_diff.extractors.slm import load_mapping
+    from brax_diff.extractors.slm.extractor import load_mapping
     mapping = tmp_path / "mapping.yaml"
     mapping.write_bytes(b"\xff\xfevariants: {}\n")
     with pytest.raises(ConfigError, match=r"mapping file .*mapping.yaml: line 1: not UTF-8 text \(byte 0xff"):
@@ -102,8 +102,8 @@ def test_deeply_nested_rules_and_mapping_are_bounded(tmp_path, capsys):
     deep.write_text("rules:\n  - code: BD001\n    severity: " + "[" * 5000 + "]" * 5000 + "\n")
     assert main(["rules", "--rules", str(deep)]) == 2
     one_error_line(capsys, f"rules file {deep}: line 3: nesting deeper than {MAX_NESTING} levels (limit)")
-    from brax_diff.limits import LimitExceeded
-    from brax_diff.extractors.slm import load_mapping
+    from brax_diff.safety.limits import LimitExceeded
+    from brax_diff.extractors.slm.extractor import load_mapping
     deep.write_text("variants:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(200)))
     with pytest.raises(LimitExceeded, match=r"deep.yaml: line 6\d: nesting deeper than 64 levels"):
         load_mapping(str(deep))
@@ -253,7 +253,7 @@ def test_check_after_only_the_markdown_was_deleted(workspace, capsys):
 
 
 def test_no_space_left_while_writing_keeps_the_old_report(workspace, capsys, monkeypatch):
-    from brax_diff import io
+    from brax_diff.safety import io
 
     assert run(workspace, "--family", "dm_control") == 0
     reports = workspace["work"] / "reports"
@@ -337,7 +337,7 @@ def test_a_signal_during_the_commit_waits_until_every_file_is_in_place(workspace
 
 
 def test_a_crash_after_the_commit_is_named_by_check_and_finished_by_the_next_write(workspace, capsys):
-    from brax_diff.io import finish_interrupted_writes
+    from brax_diff.safety.io import finish_interrupted_writes
 
     assert run(workspace, "--family", "dm_control") == 0
     reports = workspace["work"] / "reports"
@@ -402,7 +402,7 @@ def test_concurrent_report_runs_on_one_cache_and_one_output_directory(workspace)
 
 
 def test_a_fact_cache_write_that_fails_is_a_warning_and_the_report_is_written(workspace, capsys, monkeypatch):
-    from brax_diff import factcache
+    from brax_diff.extract import factcache
     from brax_diff.errors import BraxDiffError
 
     def disk_full(path, data, durable=True):
@@ -418,8 +418,8 @@ def test_a_fact_cache_write_that_fails_is_a_warning_and_the_report_is_written(wo
 def test_cache_writes_skip_fsync_and_a_torn_cache_file_is_a_miss(tmp_path, monkeypatch):
     import os
 
-    from brax_diff import io as bio
-    from brax_diff.factcache import FactCache
+    from brax_diff.safety import io as bio
+    from brax_diff.extract.factcache import FactCache
 
     synced: list[int] = []
     real = os.fsync
@@ -462,8 +462,8 @@ def test_spec_outside_the_repository_is_refused(workspace, capsys, spec):
 
 
 def test_work_tree_reads_stay_inside_and_under_the_size_cap(tmp_path):
-    from brax_diff import limits
-    from brax_diff.worktree import _disk_bytes, _disk_names
+    from brax_diff.safety import limits
+    from brax_diff.sources.worktree import _disk_bytes, _disk_names
 
     root = tmp_path / "checkout"
     (root / "slm_lab").mkdir(parents=True)
@@ -484,7 +484,7 @@ def test_work_tree_reads_stay_inside_and_under_the_size_cap(tmp_path):
 def test_commit_message_refs_resolve(tmp_path):
     """`:/message` took the `^{commit}` suffix as part of the pattern and stopped resolving."""
     from brax_diff.errors import SourceError
-    from brax_diff.sources import Repository
+    from brax_diff.sources.repository import Repository
     from gitfixture import make_repo
 
     shas = make_repo(tmp_path / "r", [{"a.txt": "1\n"}, {"a.txt": "2\n"}, {"a.txt": "3\n"}],

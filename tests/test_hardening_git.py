@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from brax_diff.cli import main
-from brax_diff.sources import Repository
+from brax_diff.sources.repository import Repository
 from gitfixture import _git
 import upstream_repos
 from upstream_repos import make_upstreams, repo_flags

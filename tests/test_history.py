@@ -14,11 +14,11 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError, SourceError
-from brax_diff.factcache import FactCache, cache_root
-from brax_diff.history import (HistoryEngine, Recipe, render_json, render_markdown, History, parse_range,
+from brax_diff.extract.factcache import FactCache, cache_root
+from brax_diff.history.walk import (HistoryEngine, Recipe, render_json, render_markdown, History, parse_range,
                                same_value, fact_changes)
-from brax_diff.facts import Extraction, Fact
-from brax_diff.sources import Repository
+from brax_diff.facts.model import Extraction, Fact
+from brax_diff.sources.repository import Repository
 from gitfixture import _git, add_commit, make_repo
 
 # -- A toy extractor shaped like the real ones ---------------------------------------------
@@ -109,7 +109,7 @@ class ToyBraxExtractor:
 
 
 def toy_brax_module() -> types.ModuleType:
-    module = types.ModuleType("brax_diff.extractors.brax")
+    module = types.ModuleType("brax_diff.extractors.brax.extractor")
     module.BraxExtractor = ToyBraxExtractor
     module.FAMILIES = ("toy",)
     return module
@@ -385,7 +385,7 @@ def run_cli(capsys, args):
 
 
 def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax.extractor", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     flags = ["--brax-repo", str(tmp_path / "brax"), "--playground-repo", str(tmp_path / "playground"),
              "--cache-dir", str(tmp_path / "c")]
@@ -403,7 +403,7 @@ def test_cli_history_env_markdown_and_json(repos, tmp_path, monkeypatch, capsys)
 
 
 def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax.extractor", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, ["history"])
     assert code == 2 and err.startswith("error: give a range to walk")
@@ -418,12 +418,12 @@ def test_cli_errors_are_one_line(repos, tmp_path, monkeypatch, capsys):
 
 
 def test_cli_missing_extractor_is_a_clear_error(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", None)  # import fails as if not built
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm.extractor", None)  # import fails as if not built
     monkeypatch.chdir(tmp_path)
     make_repo(tmp_path / "slm", [{"x.yaml": "a: 1\n"}])
     code, out, err = run_cli(capsys, ["history", "--slm", "main", "--variant", "v", "--slm-repo",
                                       str(tmp_path / "slm"), "--cache-dir", str(tmp_path / "c")])
-    assert code == 2 and err == "error: brax_diff.extractors.slm.SlmExtractor is not available in this installation\n"
+    assert code == 2 and err == "error: brax_diff.extractors.slm.extractor.SlmExtractor is not available in this installation\n"
 
 
 class ToySlmExtractor:
@@ -464,7 +464,7 @@ class ToySlmExtractor:
 
 
 def toy_slm_module() -> types.ModuleType:
-    module = types.ModuleType("brax_diff.extractors.slm")
+    module = types.ModuleType("brax_diff.extractors.slm.extractor")
     module.SlmExtractor = ToySlmExtractor
     module.DEFAULT_SPEC = "spec.yaml"
     return module
@@ -480,8 +480,8 @@ ppo_toy:
 
 
 def test_cli_slm_walk_maps_env_to_variant_and_variant_to_brax_family(repos, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", toy_slm_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax.extractor", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm.extractor", toy_slm_module())
     monkeypatch.chdir(tmp_path)
     make_repo(tmp_path / "slm", [{"spec.yaml": SPEC}, {"notes.md": "x\n"},
                                  {"spec.yaml": SPEC.replace("0.2", "0.3")}],
@@ -507,7 +507,7 @@ def test_cli_slm_walk_maps_env_to_variant_and_variant_to_brax_family(repos, tmp_
 
 
 def test_object_ids_reading_trees_once_agree_with_gitpython(repos):
-    from brax_diff.history import ObjectIds, object_id
+    from brax_diff.history.walk import ObjectIds, object_id
 
     repo, shas = repos["playground"]
     ids = ObjectIds(repo)
@@ -526,7 +526,7 @@ def test_a_scope_that_never_extracts_is_an_error_not_an_empty_history(repos):
 
 
 def test_cli_slm_mapping_is_read_at_the_range_end(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm", toy_slm_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.slm.extractor", toy_slm_module())
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "slm"
     make_repo(path, [{"spec.yaml": SPEC.replace("envs: [Cartpole]", "envs: []")}], messages=["spec"])
@@ -549,7 +549,7 @@ def test_a_reversed_range_is_an_error_that_suggests_the_swapped_one(repos, tmp_p
                                  f"main; did you mean {shas[1]}..main?")
     same = engine.walk([toy_recipe()], "brax", "main..main", {"playground": "main"})  # empty, not reversed
     assert (same.commits, same.entries) == (0, [])
-    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax", toy_brax_module())
+    monkeypatch.setitem(sys.modules, "brax_diff.extractors.brax.extractor", toy_brax_module())
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, ["history", "--brax", f"main..{shas[2]}", "--env", "Cartpole",
                                       "--brax-repo", str(tmp_path / "brax"), "--playground-repo",

@@ -44,7 +44,7 @@ def test_the_installed_package_imports_its_own_extractors(wheel, tmp_path):
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
                              capture_output=True, text=True, timeout=300, env=clean)
     assert install.returncode == 0, install.stderr
-    probe = ("import brax_diff, brax_diff.extractors.brax as b, brax_diff.extractors.slm as s; "
+    probe = ("import brax_diff, brax_diff.extractors.brax.extractor as b, brax_diff.extractors.slm.extractor as s; "
              "print(b.__file__); print(s.__file__); print(brax_diff.EXTRACTORS_DIR)")
     done = subprocess.run([str(python), "-I", "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env=clean)

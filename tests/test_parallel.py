@@ -1,4 +1,4 @@
-"""A cold report's extractions split over forked processes (brax_diff.parallel, issue 14):
+"""A cold report's extractions split over forked processes (brax_diff.extract.parallel, issue 14):
 the same bytes as one process, each extraction done once and by the process it was given,
 a failing child's share done by the parent, an interrupt reaping the children, and a
 child never reading the parent's GitPython pipes."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from brax_diff import parallel
-from brax_diff.factcache import FactCache
-from brax_diff.sources import Repository
+from brax_diff.extract import parallel
+from brax_diff.extract.factcache import FactCache
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 from upstream_repos import make_upstreams, repo_flags
 
@@ -28,8 +28,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 PROBE = r"""
 import json, os, sys
 from brax_diff.cli import main
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.extractors.slm import SlmExtractor
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.extractors.slm.extractor import SlmExtractor
 log, parent, argv = sys.argv[1], os.getpid(), json.loads(sys.argv[2])
 
 def logged(cls, method):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 import brax_fixtures as fx
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.extractors.brax_playground import ParamsFunction
-from brax_diff.extractors.pyast import Code
-from brax_diff.sources import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.extractors.playground.params import ParamsFunction
+from brax_diff.extractors.engine.pyast import Code
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 
 TEMPLATE = '''

@@ -1,6 +1,6 @@
 import pytest
 
-from brax_diff.extractors.pyast import Code, NotLiteral, PyModule, literal
+from brax_diff.extractors.engine.pyast import Code, NotLiteral, PyModule, literal
 
 SOURCE = '''
 def train(
@@ -58,7 +58,7 @@ def _default(expression: str):
 ])
 def test_huge_literals_are_refused_before_they_are_computed(expression, message):
     # A 5,001-digit literal was a ValueError; "x" * 10**9 would have taken a gigabyte.
-    from brax_diff.limits import LimitExceeded
+    from brax_diff.safety.limits import LimitExceeded
 
     with pytest.raises(LimitExceeded) as caught:
         _default(expression)
@@ -82,7 +82,7 @@ def test_values_within_the_limits_still_evaluate():
 def test_deeply_nested_code_stops_at_a_limit_naming_the_line(source, message):
     # 5,000 parentheses crashed the interpreter in libcst (SIGSEGV); 100 nested lists or a
     # 400-term sum were RecursionErrors.
-    from brax_diff.limits import LimitExceeded
+    from brax_diff.safety.limits import LimitExceeded
 
     with pytest.raises(LimitExceeded, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):
         PyModule(source, "f.py")
@@ -149,7 +149,7 @@ def test_start_lines_match_libcsts_position_provider(source):
     visits the nodes in the provider's order (walk() relies on it)."""
     import libcst as cst
 
-    from brax_diff.extractors.pyast import start_lines
+    from brax_diff.extractors.engine.pyast import start_lines
 
     module = cst.parse_module(source)
     lean, expected = start_lines(module), _provider_lines(module)
@@ -163,7 +163,7 @@ def test_start_lines_match_on_upstream_files():
 
     import libcst as cst
 
-    from brax_diff.extractors.pyast import start_lines
+    from brax_diff.extractors.engine.pyast import start_lines
 
     root = Path(__file__).resolve().parent.parent
     files = sorted((root / "extractors").glob("*.py")) + sorted((root / "brax_diff").glob("*.py"))
@@ -191,7 +191,7 @@ def test_code_and_string_memos_give_libcsts_answers():
 def test_paused_gc_is_reentrant_and_restores_the_collector():
     import gc
 
-    from brax_diff.extractors.pyast import paused_gc
+    from brax_diff.extractors.engine.pyast import paused_gc
 
     assert gc.isenabled()
     with paused_gc():

@@ -5,12 +5,12 @@ import pytest
 
 import brax_diff
 from brax_diff.errors import ConfigError
-from brax_diff.facts import Extraction
-from brax_diff.render import (EnvRow, build_report, changes_since, env_matrix, read_previous, render_json,
+from brax_diff.facts.model import Extraction
+from brax_diff.report.render import (EnvRow, build_report, changes_since, env_matrix, read_previous, render_json,
                               render_markdown, render_rules_markdown, templates_dir, topic_anchors,
                               worst_at_or_above)
-from brax_diff.rules import load_rules
-from brax_diff.vocabulary import TOPICS
+from brax_diff.compare.rules import load_rules
+from brax_diff.facts.vocabulary import TOPICS
 from report_fixtures import BRAX_SHA, SLM_SHA, SPEC, brax_extraction, slm_extraction
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
     from verify_fixtures import load, write_synthetic
 
-    from brax_diff.verification import verification_entries
+    from brax_diff.report.verification import verification_entries
 
     assert "Verification" not in render_markdown(model())
     path = write_synthetic(tmp_path / "verify")
@@ -145,7 +145,7 @@ def test_a_gap_only_verification_says_leave_one_out_was_not_run_and_its_size(tmp
     pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
     from verify_fixtures import load, write_synthetic
 
-    from brax_diff.verification import verification_entries
+    from brax_diff.report.verification import verification_entries
 
     data = load(write_synthetic(tmp_path / "verify"))
     data["plan"]["arm_groups"] = ["gap"]
@@ -262,8 +262,8 @@ def test_rules_doc_describes_every_rule_and_predicate():
 
 
 def test_markdown_links_at_most_three_lines_per_value():
-    from brax_diff.facts import Provenance
-    from brax_diff.render import linked
+    from brax_diff.facts.model import Provenance
+    from brax_diff.report.render import linked
     prov = [Provenance("https://github.com/google/brax", "c" * 40, "train.py", line).to_json() for line in range(1, 6)]
     assert linked(983040, prov) == ("`983040` · [L1][google/brax/train.py#L1] · [L2][google/brax/train.py#L2] · "
                                     "[L3][google/brax/train.py#L3] (+2 in the JSON)")
@@ -290,7 +290,7 @@ def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
 
 
 def test_incomplete_family_config_sends_the_reader_to_the_matrix():
-    from brax_diff.facts import Finding, Provenance
+    from brax_diff.facts.model import Finding, Provenance
 
     brax = brax_extraction()
     where = Provenance("https://github.com/google-deepmind/mujoco_playground", BRAX_SHA,
@@ -306,7 +306,7 @@ def test_incomplete_family_config_sends_the_reader_to_the_matrix():
 
 
 def test_long_floats_print_short_in_markdown_and_whole_in_json():
-    from brax_diff.render import format_value
+    from brax_diff.report.render import format_value
 
     assert format_value(1.6487212707001282) == "1.649"
     assert format_value(0.006737946999085467) == "0.006738"
@@ -314,7 +314,7 @@ def test_long_floats_print_short_in_markdown_and_whole_in_json():
 
 
 def test_a_declared_value_the_code_overrides_is_important_in_its_row_and_in_the_findings():
-    from brax_diff.facts import Fact, Finding, Provenance
+    from brax_diff.facts.model import Fact, Finding, Provenance
 
     slm = slm_extraction()
     spec_line = Provenance("https://github.com/kengz/SLM-Lab", SLM_SHA, SPEC, 40)

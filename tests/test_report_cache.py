@@ -1,4 +1,4 @@
-"""The report cache (brax_diff.report_cache, issue 14): a kept report is what a fresh run
+"""The report cache (brax_diff.report.cache, issue 14): a kept report is what a fresh run
 writes; every input it is made from moves its key (code, rules, scope, variant, spec, the
 extractions' blobs and commits, the report replaced, the verification shown); a damaged
 entry is a miss; a report reading a work tree is never kept."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from brax_diff import report_cache
+from brax_diff.report import cache as report_cache
 from brax_diff.cli import main
-from brax_diff.scope import Scope
-from brax_diff.sources import Repository, Snapshot
+from brax_diff.facts.scope import Scope
+from brax_diff.sources.repository import Repository, Snapshot
 from upstream_repos import make_upstreams, repo_flags
 
 
@@ -47,7 +47,7 @@ def test_a_kept_report_is_what_a_fresh_run_writes(run, tmp_path, monkeypatch):
     first = run("first")
     assert len(kept(tmp_path)) == 1
     calls = []
-    monkeypatch.setattr("brax_diff.render.generate", lambda *a, **k: calls.append(1) or {})
+    monkeypatch.setattr("brax_diff.report.render.generate", lambda *a, **k: calls.append(1) or {})
     assert run("second") == first and calls == []  # nothing classified or rendered
     monkeypatch.undo()
     monkeypatch.setenv("BRAX_DIFF_CACHE_DIR", str(tmp_path / "cache"))

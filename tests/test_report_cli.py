@@ -1,5 +1,5 @@
 """`brax-diff report` and `brax-diff rules` end to end, over fixture repositories, with
-small fake extractors standing in for extractors/brax.py and extractors/slm.py (same
+small fake extractors standing in for extractors/brax/extractor.py and extractors/slm/extractor.py (same
 constructor and methods as in CONTRACTS.md). The fakes read one settings file from the
 fixture Brax repository, so an upstream commit really moves a fact."""
 
@@ -11,9 +11,9 @@ import pytest
 from brax_diff.cli import main
 from brax_diff.cli import report as report_cli
 from brax_diff.errors import BraxDiffError, SpecError
-from brax_diff.facts import Extraction, Finding
-from brax_diff.render import render_rules_markdown
-from brax_diff.rules import load_rules
+from brax_diff.facts.model import Extraction, Finding
+from brax_diff.report.render import render_rules_markdown
+from brax_diff.compare.rules import load_rules
 from gitfixture import add_commit, make_repo
 from report_fixtures import brax_extraction, slm_extraction
 
@@ -300,7 +300,7 @@ def test_rules_command_formats(capsys):
 def test_missing_extractors_are_a_clear_error(workspace, monkeypatch, capsys):
     monkeypatch.undo()
     monkeypatch.chdir(workspace["work"])
-    monkeypatch.setitem(__import__("sys").modules, "brax_diff.extractors.brax", None)
+    monkeypatch.setitem(__import__("sys").modules, "brax_diff.extractors.brax.extractor", None)
     assert run(workspace) == 2
     assert "error: the extractors cannot be imported" in capsys.readouterr().err
 

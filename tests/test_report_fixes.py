@@ -10,7 +10,7 @@ import pytest
 
 import slm_fixtures as fx
 from brax_diff.cli import main
-from brax_diff.facts import Extraction, Finding, Provenance
+from brax_diff.facts.model import Extraction, Finding, Provenance
 from upstream_repos import SPEC_PATH, make_upstreams, repo_flags
 
 GUARD_LINE = fx.line_of(fx.PPO, "self.time_horizon = math.ceil(self.time_horizon / num_envs) * num_envs")
@@ -145,7 +145,7 @@ def test_without_a_spec_to_write_the_rules_fixes_are_labelled_not_checked(tmp_pa
 
 
 def test_an_edit_that_breaks_training_is_taken_out_and_named():
-    from brax_diff.fix import Edit, _breaks_training
+    from brax_diff.fix.solver import Edit, _breaks_training
 
     spec_line = Provenance("https://github.com/kengz/SLM-Lab", "0" * 40, SPEC_PATH, 200, True)
     code_line = Provenance("https://github.com/kengz/SLM-Lab", "0" * 40, "slm_lab/agent/algorithm/ppo.py", 90)
@@ -171,7 +171,7 @@ def test_an_edit_that_breaks_training_is_taken_out_and_named():
 
 def test_a_value_the_spec_reading_refuses_is_taken_out_and_named():
     from brax_diff.errors import SpecError
-    from brax_diff.fix import Edit, _refused
+    from brax_diff.fix.solver import Edit, _refused
 
     edits = {"agent.algorithm.minibatch_size": Edit("agent.algorithm.minibatch_size", 0, "BD006", "gradient-steps",
                                                     None, ("minibatches_per_epoch",), None, 2048, ())}

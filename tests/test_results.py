@@ -10,7 +10,7 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.results import ResultsSource, join, parse_benchmarks, parse_table, status
+from brax_diff.compare.results import ResultsSource, join, parse_benchmarks, parse_table, status
 from gitfixture import _git, add_commit
 from test_setup import repos  # noqa: F401 (the fixture repositories)
 from upstream_repos import MAPPING_FILE

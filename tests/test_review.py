@@ -109,7 +109,7 @@ def test_a_difference_that_resolves_names_both_values_before_and_after(moved, ca
     assert {"key": "clip_epsilon", "brax": 0.25, "slm": 0.25, "status": "match", "severity": None} in \
         data["matrix"]["matching"]
     # Against a report written before the matrix kept them, nothing moves but what moved.
-    from brax_diff.review import moves
+    from brax_diff.report.review import moves
 
     older = json.loads(json.dumps(data))
     del older["matrix"]["matching"]
@@ -173,10 +173,10 @@ def test_github_format_needs_check(moved, capsys):
 
 
 def test_moves_name_classification_changes_and_findings():
-    from brax_diff.facts import Finding, Provenance
-    from brax_diff.render import build_report
-    from brax_diff.review import markdown_summary, moves
-    from brax_diff.rules import load_rules
+    from brax_diff.facts.model import Finding, Provenance
+    from brax_diff.report.render import build_report
+    from brax_diff.report.review import markdown_summary, moves
+    from brax_diff.compare.rules import load_rules
     from report_fixtures import SLM_REPO, SLM_SHA, SPEC, brax_extraction, slm_extraction
 
     scope = {"family": "dm_control", "env": None, "variant": "ppo_playground", "spec": SPEC}

@@ -16,9 +16,9 @@ from gitfixture import make_repo
 from brax_diff.cli import main
 from brax_diff.config import Settings
 from brax_diff.extractors.rsl_rl import DEFAULT_REF, FAMILIES, RslRlExtractor
-from brax_diff.scope import RSL_RL_FAMILIES
-from brax_diff.sources import Repository
-from brax_diff.vocabulary import KEYS
+from brax_diff.facts.scope import RSL_RL_FAMILIES
+from brax_diff.sources.repository import Repository
+from brax_diff.facts.vocabulary import KEYS
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +139,10 @@ def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):
 
 
 def test_a_rule_written_for_one_side_says_so_against_another(tmp_path):
-    from brax_diff.compare import Difference
+    from brax_diff.compare.pairing import Difference
     from brax_diff.errors import ConfigError
-    from brax_diff.facts import Fact
-    from brax_diff.rules import classify, load_rules
+    from brax_diff.facts.model import Fact
+    from brax_diff.compare.rules import classify, load_rules
 
     table = load_rules()
     assert table.get("BD040").sides == ("slm",) and table.get("BD033").sides == ()

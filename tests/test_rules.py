@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from brax_diff.compare import Difference, compare
+from brax_diff.compare.pairing import Difference, compare
 from brax_diff.errors import ConfigError
-from brax_diff.facts import Fact
-from brax_diff.rules import (RISK_LEVELS, SEVERITIES, Context, classify, compile_predicate, load_rules,
+from brax_diff.facts.model import Fact
+from brax_diff.compare.rules import (RISK_LEVELS, SEVERITIES, Context, classify, compile_predicate, load_rules,
                              recommended_order)
-from brax_diff.vocabulary import KEYS, TOPIC_TITLES
+from brax_diff.facts.vocabulary import KEYS, TOPIC_TITLES
 from report_fixtures import brax_extraction, slm_extraction
 
 
@@ -52,7 +52,7 @@ def test_shipped_rules_are_complete():
 
 
 def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
-    from brax_diff import rules
+    from brax_diff.compare import rules
 
     fast = rules._shipped_rules(rules.SHIPPED_RULES.stat().st_mtime_ns)
     assert fast == rules._read_yaml(rules.SHIPPED_RULES)  # data and each rule's line
@@ -61,8 +61,8 @@ def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
 
 def test_every_shipped_fix_template_passes_the_sandbox_check():
     # Loading trusts the shipped templates (rules._shipped_template_sources); this is the check.
-    from brax_diff import rules
-    from brax_diff.sandbox import check_template
+    from brax_diff.compare import rules
+    from brax_diff.safety.sandbox import check_template
 
     sources = rules._shipped_template_sources()
     templates = [s for s in sources if "{" in s]
@@ -148,7 +148,7 @@ def test_the_reason_a_case_held_is_a_sentence_about_the_values_not_the_predicate
     for because in (x.because for x in c.values() if x.because):
         assert not re.search(r"[()]|\bnull\b|\bnot\b|is_|_of\b", because), because
     # The report's rule line reads as a sentence.
-    from brax_diff.render import build_report, render_markdown
+    from brax_diff.report.render import build_report, render_markdown
 
     model = build_report(brax_extraction(), slm_extraction(), load_rules(),
                          scope={"family": "dm_control", "env": None, "variant": "v", "spec": "s.yaml"})
@@ -351,7 +351,7 @@ def fix_rules(tmp_path, value: str, text: str = "nothing") -> Path:
     ("{{ 'ab' | replace('', 'x' * 9999) }}", "replace would give more than 10000 characters (limit)"),
 ])
 def test_a_fix_template_past_a_limit_is_one_error_naming_the_rule_and_line(tmp_path, value, message):
-    from brax_diff.sandbox import TemplateLimit
+    from brax_diff.safety.sandbox import TemplateLimit
 
     path = fix_rules(tmp_path, value)
     started = time.monotonic()
@@ -362,7 +362,7 @@ def test_a_fix_template_past_a_limit_is_one_error_naming_the_rule_and_line(tmp_p
 
 
 def test_limits_in_the_text_template_name_the_text(tmp_path):
-    from brax_diff.sandbox import TemplateLimit
+    from brax_diff.safety.sandbox import TemplateLimit
 
     with pytest.raises(TemplateLimit, match=r"\(line 3\): rule BD032: fix.text: a repeated sequence longer"):
         classified(rules_file=fix_rules(tmp_path, "{{ brax }}", "{{ 'ab' * 10**8 }}"))
@@ -406,7 +406,7 @@ def test_the_shipped_templates_still_render_in_the_bounded_sandbox():
 
 
 def test_batch_rule_offers_more_envs_as_an_alternative_to_a_longer_horizon():
-    from brax_diff.rules import render_alternative
+    from brax_diff.compare.rules import render_alternative
 
     table = load_rules()
     fix = table.get("BD001").fix
@@ -495,6 +495,6 @@ def test_a_reward_scale_of_one_applies_nowhere_so_its_site_is_the_scales_differe
 
 
 def test_the_environment_matrix_counts_a_folded_key_once():
-    from brax_diff.rules import folded_keys
+    from brax_diff.compare.rules import folded_keys
     diffs = compare(brax_extraction(), slm_extraction())
     assert folded_keys(diffs) == {"clip_epsilon_final": "clip_epsilon"}

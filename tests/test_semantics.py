@@ -8,9 +8,9 @@ import pytest
 
 import brax_fixtures as bfx
 import slm_fixtures as sfx
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.extractors.slm import SlmExtractor
-from brax_diff.sources import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.extractors.slm.extractor import SlmExtractor
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 
 SEMANTIC_KEYS = ("truncation", "gae_recompute", "grad_clip_scope", "obs_norm_update", "entropy_estimator")
@@ -271,9 +271,9 @@ def test_slm_recursion_without_lambda_is_unknown_with_a_finding(repos):
 
 
 def test_advantage_form_rule_weighs_the_first_step_factor_against_lambda():
-    from brax_diff.compare import compare
-    from brax_diff.facts import Extraction, Fact
-    from brax_diff.rules import classify, load_rules
+    from brax_diff.compare.pairing import compare
+    from brax_diff.facts.model import Extraction, Fact
+    from brax_diff.compare.rules import classify, load_rules
 
     def classified(lam: float):
         brax, slm = Extraction("brax", {}, {}), Extraction("slm", {}, {})

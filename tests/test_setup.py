@@ -14,9 +14,9 @@ import pytest
 import brax_fixtures as bfx
 import slm_fixtures as sfx
 from brax_diff.cli import main
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.extractors.slm import SlmExtractor
-from brax_diff.sources import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.extractors.slm.extractor import SlmExtractor
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 from upstream_repos import MAPPING, MAPPING_FILE, playground_files
 

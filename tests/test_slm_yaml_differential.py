@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import slm_fixtures as fx
 from brax_diff.errors import SpecError
-from brax_diff.extractors.slm import SlmExtractor
-from brax_diff.extractors.slm_spec import SpecFile, substitute
-from brax_diff.sources import Repository
+from brax_diff.extractors.slm.extractor import SlmExtractor
+from brax_diff.extractors.slm.spec import SpecFile, substitute
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 
 

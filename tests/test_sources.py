@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from brax_diff.errors import SourceError
-from brax_diff.sources import Repository, github_web_url, is_url
+from brax_diff.sources.repository import Repository, github_web_url, is_url
 from gitfixture import add_commit, make_repo
 
 
@@ -137,7 +137,7 @@ def test_concurrent_cold_clones_of_one_url_all_succeed(repo_dir, tmp_path):
     # They used to share one .partial directory and delete each other's clone.
     path, shas = repo_dir
     cache = tmp_path / "cache"
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); from brax_diff.sources import Repository; "
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from brax_diff.sources.repository import Repository; "
               "print(Repository(sys.argv[2], 'brax', cache_root=sys.argv[3]).resolve('main').sha)")
     procs = [subprocess.Popen([sys.executable, "-c", script, str(ROOT), f"file://{path}", str(cache)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
@@ -197,7 +197,7 @@ def test_refs_and_urls_never_reach_git_as_options(repo_dir, tmp_path):
 
 
 def test_a_blob_past_the_file_size_limit_is_one_line(repo_dir, monkeypatch):
-    from brax_diff import limits
+    from brax_diff.safety import limits
 
     path, _ = repo_dir
     monkeypatch.setattr(limits, "MAX_FILE_BYTES", 4)  # pkg/a.py holds 6 bytes

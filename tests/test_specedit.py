@@ -1,4 +1,4 @@
-"""brax_diff.specedit: a new variant added to a spec file by a ruamel.yaml round trip."""
+"""brax_diff.fix.specedit: a new variant added to a spec file by a ruamel.yaml round trip."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import yaml
 
 import slm_fixtures as fx
 from brax_diff.errors import SpecError
-from brax_diff.specedit import SpecDocument, Write, set_path
-from brax_diff.extractors.slm_spec import SpecFile
+from brax_diff.fix.specedit import SpecDocument, Write, set_path
+from brax_diff.extractors.slm.spec import SpecFile
 
 SPEC = textwrap.dedent(fx.SPEC).lstrip("\n")
 SETS = {"max_frame": "1e6"}

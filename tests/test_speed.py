@@ -19,12 +19,13 @@ import pytest
 
 import brax_fixtures as fx
 import report_fixtures as rfx
-from brax_diff import limits, rules
-from brax_diff.cached import CachedExtractor
-from brax_diff.compare import compare
+from brax_diff.safety import limits
+from brax_diff.compare import rules
+from brax_diff.extract.cached import CachedExtractor
+from brax_diff.compare.pairing import compare
 from brax_diff.errors import BraxDiffError
-from brax_diff.factcache import FactCache
-from brax_diff.sources import Repository
+from brax_diff.extract.factcache import FactCache
+from brax_diff.sources.repository import Repository
 from gitfixture import add_commit
 from upstream_repos import make_upstreams, repo_flags
 
@@ -34,8 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # GitPython (git, gitdb) too: the cache knows each path's id and the date at the commits it stored.
 # Jinja too: the report cache keeps the rendered report by everything it is made from (PyYAML
 # is imported by these tests' runs for their --mapping file only).
-HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "brax_diff.extractors.brax", "brax_diff.extractors.slm", "brax_diff.extractors.flow",
-         "brax_diff.extractors.pyast", "git", "gitdb", "jinja2")
+HEAVY = ("libcst", "rich", "torch", "jax", "brax_diff.verify", "brax_diff.extractors.brax.extractor", "brax_diff.extractors.slm.extractor", "brax_diff.extractors.engine.flow",
+         "brax_diff.extractors.engine.pyast", "git", "gitdb", "jinja2")
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def test_extract_brax_answers_from_the_cache_the_same_json(upstreams, tmp_path):
 
 
 def cached_brax(upstreams, cache_root: Path, made: list):
-    from brax_diff.extractors.brax import BraxExtractor
+    from brax_diff.extractors.brax.extractor import BraxExtractor
 
     brax = Repository(upstreams["brax"], "brax").resolve("HEAD")
     playground = Repository(upstreams["playground"], "playground").resolve("HEAD")
@@ -180,7 +181,7 @@ def test_environment_lists_are_cached_by_the_blobs_read_and_errors_are_not(tmp_p
 
 
 def test_brax_facts_are_derived_once_per_distinct_config_with_the_same_answers(upstreams):
-    from brax_diff.extractors.brax import BraxExtractor
+    from brax_diff.extractors.brax.extractor import BraxExtractor
 
     def extractor():
         brax = Repository(upstreams["brax"], "brax").resolve("HEAD")
@@ -195,7 +196,7 @@ def test_brax_facts_are_derived_once_per_distinct_config_with_the_same_answers(u
 
 
 def test_tree_walks_are_remembered_bounded_and_the_same(monkeypatch):
-    from brax_diff.extractors import pyast
+    from brax_diff.extractors.engine import pyast
 
     module = pyast.IndexedModule(fx.TRAIN_OLD, fx.TRAIN)
 
@@ -292,8 +293,8 @@ def test_the_bracket_count_gives_the_old_verdicts(syntax):
 
 def test_compiled_report_templates_kept_on_disk_render_the_same(tmp_path):
     script = ("import sys\n"
-              "from brax_diff.render import render_rules_markdown\n"
-              "from brax_diff.rules import load_rules\n"
+              "from brax_diff.report.render import render_rules_markdown\n"
+              "from brax_diff.compare.rules import load_rules\n"
               "sys.stdout.write(render_rules_markdown(load_rules()))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
 
@@ -317,7 +318,7 @@ def test_compiled_fix_templates_kept_on_disk_render_the_same_fixes(tmp_path):
               f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
               "import report_fixtures as rfx\n"
               "from brax_diff import rules\n"
-              "from brax_diff.compare import compare\n"
+              "from brax_diff.compare.pairing import compare\n"
               "found = rules.classify(compare(rfx.brax_extraction(), rfx.slm_extraction()), rules.load_rules())\n"
               "print(json.dumps([c.to_json() for c in found], sort_keys=True))\n"
               "print(rules._TEMPLATES.compilations)\n")

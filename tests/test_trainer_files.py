@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gitfixture import make_repo
 
-from brax_diff.sources import Repository
+from brax_diff.sources.repository import Repository
 from brax_diff.verify import trainer_files
 
 TRAINER = {path: f"# {path}: a hand-written stand-in\nVALUE = {i}\n" for i, path in enumerate(trainer_files.TRAINER_FILES)}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 import brax_fixtures as fx
-from brax_diff.sources import Repository
-from brax_diff.vocabulary import KEYS
-from brax_diff.extractors.brax import BraxExtractor
+from brax_diff.sources.repository import Repository
+from brax_diff.facts.vocabulary import KEYS
+from brax_diff.extractors.brax.extractor import BraxExtractor
 from gitfixture import make_repo
 
 SPLIT_VF = fx.LOSSES_NEW.replace(

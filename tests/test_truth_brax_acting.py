@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import brax_fixtures as fx
-from brax_diff.extractors.brax import BraxExtractor
-from brax_diff.sources import Repository
+from brax_diff.extractors.brax.extractor import BraxExtractor
+from brax_diff.sources.repository import Repository
 from gitfixture import make_repo
 
 

@@ -14,9 +14,9 @@ import pytest
 
 import slm_fixtures as fx
 from brax_diff.cli import main
-from brax_diff.sources import Repository
-from brax_diff.vocabulary import KEYS
-from brax_diff.extractors.slm import SlmExtractor, trains
+from brax_diff.sources.repository import Repository
+from brax_diff.facts.vocabulary import KEYS
+from brax_diff.extractors.slm.extractor import SlmExtractor, trains
 from gitfixture import make_repo
 
 SETS = {"max_frame": "1e6"}

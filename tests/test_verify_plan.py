@@ -8,7 +8,7 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.facts import Extraction, Fact, Finding, Provenance, SourceInfo, dumps
+from brax_diff.facts.model import Extraction, Fact, Finding, Provenance, SourceInfo, dumps
 from brax_diff.verify import build_plan
 from brax_diff.verify.costs import estimate, load_throughput, run_seconds
 from brax_diff.verify.plan import BRAX, TORCH, RunSpec, Scoring, resolve_options, same_value

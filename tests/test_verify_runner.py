@@ -62,7 +62,7 @@ def test_the_gap_and_its_families():
 def test_an_unbounded_fraction_is_never_a_number():
     """Reference barely above the baseline and noisy: the gap's interval holds 0, so the
     fraction is "unbounded" in verify.json, the text and the report, never a ratio."""
-    from brax_diff.verification import verification_entries
+    from brax_diff.report.verification import verification_entries
     from brax_diff.verify.runner import VerifyResult, render
 
     result = synthetic_result()

@@ -128,7 +128,7 @@ def test_training_envs_reset_with_brax_trainers_keys():
     import jax
     import numpy as np
 
-    from brax_diff.verify.evaluate import brax_keys, training_reset_keys
+    from brax_diff.verify.keys import brax_keys, training_reset_keys
 
     keys = brax_keys(7)
     # ppo.train: PRNGKey(seed) -> (global, local); local folded with process 0, split in 3: key_env is the 2nd

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from brax_diff.cli import main
-from brax_diff.io import write_atomic, write_all
+from brax_diff.safety.io import write_atomic, write_all
 from brax_diff.errors import BraxDiffError
-from brax_diff.limits import MAX_FILE_BYTES
+from brax_diff.safety.limits import MAX_FILE_BYTES
 from brax_diff.verify.plan import COUNT_LIMITS
 from test_hardening import one_error_line
 from test_report_cli import run
@@ -77,7 +77,7 @@ def test_fix_output_through_a_symlink_is_refused(tmp_path, capsys):
 PAUSED_FIX = """
 import os, sys, time
 sys.path[:0] = [{root!r}, {tests!r}]
-from brax_diff import io
+from brax_diff.safety import io
 real = io.write_atomic
 def paused(path, data, **kwargs):
     print("paused", flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_verify_plan import pair
 
-from brax_diff.facts import dumps
+from brax_diff.facts.model import dumps
 from brax_diff.verify import build_plan
 from brax_diff.verify.cache import OK, RunResult
 from brax_diff.verify.runner import VerifyResult, gap_summary, verdicts

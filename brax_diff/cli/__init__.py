@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: standard output is closed", file=sys.stderr)
         return 2
     kwargs = {k: v for k, v in vars(namespace).items() if not k.startswith("_")}
-    from ..io import Interrupted, signals_as_exceptions  # after parsing: it imports PyYAML
+    from ..safety.io import Interrupted, signals_as_exceptions  # after parsing: it imports PyYAML
 
     try:
         # SIGTERM raises like SIGINT, so temporary files and staging directories are removed.

@@ -6,8 +6,8 @@ import sys
 from typing import TYPE_CHECKING, Iterable
 
 from ..errors import BraxDiffError
-from ..facts import Extraction, dumps, format_value
-from ..vocabulary import KEYS, TOPICS
+from ..facts.model import Extraction, dumps, format_value
+from ..facts.vocabulary import KEYS, TOPICS
 
 FORMATS = ("table", "json")
 

@@ -35,9 +35,9 @@ def extract_brax(*, brax_repo: str | None = None, brax_ref: str | None = None, p
                  playground_ref: str | None = None, family: str | None = None, env: str | None = None,
                  defaults: bool = False, fmt: str = "table", strict: bool = False, no_cache: bool = False) -> None:
     """Brax's effective PPO settings, read from the code at the given refs."""
-    from ..cached import brax_extractor
+    from ..extract.cached import brax_extractor
     from ..config import load_settings
-    from ..factcache import FactCache, cache_root
+    from ..extract.factcache import FactCache, cache_root
     from ..session import head_warnings, open_snapshots
     from .common import FORMATS, fail_strict, print_extractions
 

@@ -30,7 +30,7 @@ def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec
                 variant: str | None = None, all_variants: bool = False, sets: list[str] | None = None,
                 mapping: str | None = None, fmt: str = "table", strict: bool = False) -> None:
     """Resolve a spec variant as SLM-Lab does and map it onto the canonical keys."""
-    from brax_diff.extractors.slm import SlmExtractor, load_mapping, trains  # library import kept out of CLI start-up
+    from brax_diff.extractors.slm.extractor import SlmExtractor, load_mapping, trains  # library import kept out of CLI start-up
 
     from ..config import load_settings
     from ..session import head_warnings, open_snapshots

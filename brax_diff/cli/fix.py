@@ -1,5 +1,5 @@
 """`brax-diff fix`: write the SLM-Lab spec variant that applies the report's fixes, read it
-back, and print what still differs. Parses flags, calls :mod:`brax_diff.fix`, writes, prints.
+back, and print what still differs. Parses flags, calls :mod:`brax_diff.fix.solver`, writes, prints.
 
 Exit codes: 0 done; 2 bad input (one ``error: ...`` line; the spec file untouched).
 """
@@ -63,9 +63,9 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
     print the residual: what still differs, and why."""
     from ..config import load_settings
     from ..errors import FixError
-    from ..io import edit_lock, read_text, write_atomic
-    from ..story import Story
-    from ..worktree import WORKTREE, git_blob_id
+    from ..safety.io import edit_lock, read_text, write_atomic
+    from .story import Story
+    from ..sources.worktree import WORKTREE, git_blob_id, resolve_ref
     from .common import parse_sets, user_mapping
 
     if fmt not in FORMATS:
@@ -85,9 +85,9 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
                        "or --diff (a dry run)")
     key_list = [k.strip() for k in keys.split(",") if k.strip()] if keys is not None else None
     # Imported here: ruamel.yaml and the renderer cost every other command's start-up otherwise.
-    from ..fix import (check_spec_path, choose_scope, explain as explain_key, prepare, render_explain, render_json,
+    from ..fix.solver import (check_spec_path, choose_scope, explain as explain_key, prepare, render_explain, render_json,
                        render_residual, residual, unified_diff, why_it_cannot_train)
-    from ..rules import load_rules
+    from ..compare.rules import load_rules
     from ..session import head_warnings, open_snapshots
     if in_place and slm is None:
         slm = WORKTREE  # the file edited is the one on disk
@@ -144,7 +144,7 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
             story.wrote(path)
             story.step(f"reading {inputs.name} back from {path}")
             if target is not None:  # the work tree as it is on disk now
-                written = inputs.reextract(snapshots["slm"].repository.resolve(WORKTREE), None)
+                written = inputs.reextract(resolve_ref(snapshots["slm"].repository, WORKTREE), None)
             else:
                 written = inputs.reextract(snapshots["slm"], read_text(path, "written spec"))
             model = residual(solution, written, inputs.brax, table, read_from=None if target is not None else str(path))
@@ -159,7 +159,7 @@ def _in_place_target(snapshot, spec: str) -> Path:
     """The spec file in the SLM-Lab work tree; a FixError for a repository without one, or a
     spec that resolves outside it (a symlink out of the checkout)."""
     from ..errors import FixError
-    from ..worktree import work_tree_root
+    from ..sources.worktree import work_tree_root
 
     root = work_tree_root(snapshot.repository)
     if root is None:
@@ -176,8 +176,8 @@ def _in_place_target(snapshot, spec: str) -> Path:
 def _check_output(output: Path, snapshot, spec: str) -> None:
     """``--output`` is a copy: a FixError when it is a directory or the checkout's spec itself."""
     from ..errors import FixError
-    from ..io import check_writable
-    from ..worktree import work_tree_root
+    from ..safety.io import check_writable
+    from ..sources.worktree import work_tree_root
 
     check_writable(output)
     root = work_tree_root(snapshot.repository)

@@ -42,11 +42,11 @@ def history(*, brax: str | None = None, playground: str | None = None, slm: str 
     if fmt not in FORMATS:
         raise BraxDiffError(f"--format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     from ..config import load_settings
-    from ..factcache import FactCache, cache_root
-    from ..history import HistoryRequest, render_json, render_markdown, run_history
+    from ..extract.factcache import FactCache, cache_root
+    from ..history.walk import HistoryRequest, render_json, render_markdown, run_history
     from ..session import TITLES
-    from ..sources import Repository, is_url
-    from ..story import Story
+    from ..sources.repository import Repository, is_url
+    from .story import Story
     from .common import user_mapping
 
     settings = load_settings(brax_repo=brax_repo, playground_repo=playground_repo, slm_repo=slm_repo,

@@ -1,6 +1,6 @@
 """`brax-diff report` (the comparison report) and `brax-diff rules` (the rule table).
 
-Both only parse flags, call the library (``brax_diff.render``, ``brax_diff.rules``) and
+Both only parse flags, call the library (``brax_diff.report.render``, ``brax_diff.compare.rules``) and
 print. Exit codes: 0 done; 1 ``--check`` found stale files, ``--strict`` found an unknown key, or ``--fail-on`` found a
 difference at or above the threshold; 2 bad input (one ``error: ...`` line).
 """
@@ -52,8 +52,8 @@ def _imported_on_call(module: str, name: str):
 def load_extractors():
     """The extractor classes (tests replace this), imported only when one is built: a report
     answered from the fact cache builds none, and libcst alone takes a second to import."""
-    return (_imported_on_call("brax_diff.extractors.brax", "BraxExtractor"),
-            _imported_on_call("brax_diff.extractors.slm", "SlmExtractor"))
+    return (_imported_on_call("brax_diff.extractors.brax.extractor", "BraxExtractor"),
+            _imported_on_call("brax_diff.extractors.slm.extractor", "SlmExtractor"))
 
 
 def report_command(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
@@ -69,17 +69,17 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    rsl_rl_repo: str | None = None) -> None:
     """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
-    from ..io import interrupted_writes, write_all, write_atomic
+    from ..safety.io import interrupted_writes, write_all, write_atomic
     from ..session import head_warnings, open_snapshots
-    from ..scope import FORMATS
-    from ..report_generate import at_or_above, generate_all, rule_table, stale_files, unknown_keys
-    from ..severity import SEVERITIES
-    from ..story import Story
+    from ..facts.scope import FORMATS
+    from ..report.generate import at_or_above, generate_all, rule_table, stale_files, unknown_keys
+    from ..compare.severity import SEVERITIES
+    from .story import Story
     from .common import parse_sets, user_mapping
 
     if family and env:
         raise BraxDiffError("--family and --env exclude each other")
-    from ..scope import AGAINST_CHOICES, BRAX_REFERENCES
+    from ..facts.scope import AGAINST_CHOICES, BRAX_REFERENCES
 
     if against is not None and against not in AGAINST_CHOICES:
         raise BraxDiffError(f"unknown --against {against!r} (choose from {', '.join(AGAINST_CHOICES)})")
@@ -141,7 +141,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
             story.line(f"stale: {path}" + (" (its write was cut short; the next report run finishes it)"
                                            if path in pending else ""))
     if annotate or summary:
-        from ..review import github_annotations, markdown_summary, source_moves
+        from ..report.review import github_annotations, markdown_summary, source_moves
 
         found = [move for result in results for move in result.moves()]
         if annotate:
@@ -178,8 +178,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
 def rules_command(*, fmt: str = "table", rules: str | None = None) -> None:
     """Print the rule table (shipped, merged with --rules or the configured rules file)."""
     from ..config import load_settings
-    from ..render import render_rules_markdown
-    from ..rules import load_rules
+    from ..report.render import render_rules_markdown
+    from ..compare.rules import load_rules
     from .common import print_json, stdout_console
 
     if fmt not in RULE_FORMATS:

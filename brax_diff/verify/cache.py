@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..facts import dumps
-from ..io import write_atomic
+from ..facts.model import dumps
+from ..safety.io import write_atomic
 from .plan import RunSpec
 
 OK, FAILED = "ok", "failed"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BraxDiffError
-from ..io import read_text
+from ..safety.io import read_text
 from .plan import BRAX, Plan, RunSpec
 from .settings import TrainerSettings
 

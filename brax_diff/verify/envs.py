@@ -97,7 +97,7 @@ class PlaygroundVecEnv:
         seed-batched trainer, :mod:`.ppo_batched`)."""
         import jax.numpy as jnp
 
-        from .evaluate import training_reset_keys
+        from .keys import training_reset_keys
 
         seeds = [seed] if isinstance(seed, int) else list(seed)
         if not seeds or self.num_envs % len(seeds):

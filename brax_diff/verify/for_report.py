@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import BraxDiffError
-from ..scope import Scope
+from ..facts.scope import Scope
 
 
 # The environment `report --verify` trains on when the scope is a family.
@@ -41,10 +41,10 @@ def verify_scope(brax_extractor, slm_extractor, scope: Scope, variant: str | Non
 
     options = resolve_options("gpu" if pick_device() == "cuda" else "cpu")  # the preset the machine can run
     jobs = options.pop("jobs")
-    from brax_diff.extractors.slm import SlmExtractor
+    from brax_diff.extractors.slm.extractor import SlmExtractor
 
-    from ..fix import written_variant
-    from ..rules import load_rules
+    from ..fix.solver import written_variant
+    from ..compare.rules import load_rules
 
     fixed = written_variant(brax_extractor, SlmExtractor, slm_extractor.snapshot, spec=settings.spec,
                             sets=set_values, mapping=slm_extractor.mapping, env=env, variant=variant, keys=None,

@@ -12,12 +12,12 @@ from typing import Callable
 
 from ..config import Settings
 from ..errors import BraxDiffError
-from ..facts import Extraction
+from ..facts.model import Extraction
 
 
 def load_extraction(path: str | Path, side: str) -> Extraction:
     """An Extraction saved as JSON; it must be the ``side`` it is given for."""
-    from ..io import read_json
+    from ..safety.io import read_json
 
     data = read_json(path, f"--{side}-json")  # a regular file within the limits, else one error line
     if isinstance(data, list):
@@ -41,8 +41,8 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
     ``sets`` are SLM-Lab spec variables (``${max_frame}``); one the spec never uses is an error.
     ``warn`` hears one line per side read at HEAD whose files read differ on disk."""
     try:
-        from brax_diff.extractors.brax import BraxExtractor
-        from brax_diff.extractors.slm import SlmExtractor
+        from brax_diff.extractors.brax.extractor import BraxExtractor
+        from brax_diff.extractors.slm.extractor import SlmExtractor
     except ImportError as exc:
         raise BraxDiffError(f"the extractors are not available in this install ({exc}); "
                             "pass --brax-json and --slm-json instead") from None
@@ -72,11 +72,11 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     (None: every fix the spec can express), read back}``: what the spec_fixes arm trains, so
     that it is the same settings as ``verify --slm-variant`` on the variant ``fix`` wrote.
     Nothing is written: the variant is read from the spec text in memory."""
-    from brax_diff.extractors.brax import BraxExtractor
-    from brax_diff.extractors.slm import SlmExtractor
+    from brax_diff.extractors.brax.extractor import BraxExtractor
+    from brax_diff.extractors.slm.extractor import SlmExtractor
 
-    from ..fix import written_variant
-    from ..rules import load_rules
+    from ..fix.solver import written_variant
+    from ..compare.rules import load_rules
     from ..session import open_snapshots
 
     snapshots = open_snapshots(settings, ("brax", "playground", "slm"))

@@ -2,7 +2,7 @@
 and how much of the gap do the fixes close?".
 
 Static (no torch, no jax): :func:`build_plan` compares a Brax and an SLM-Lab
-:class:`~brax_diff.facts.Extraction` key by key and plans, per environment and seed, arms of
+:class:`~brax_diff.facts.model.Extraction` key by key and plans, per environment and seed, arms of
 the PyTorch trainer and of Brax's own trainer:
 
 * ``baseline``: SLM-Lab's settings;
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import BraxDiffError
-from ..facts import Extraction, dumps
-from ..vocabulary import KEYS, canonical_activation
+from ..facts.model import Extraction, dumps
+from ..facts.vocabulary import KEYS, canonical_activation
 from .settings import (BRAX_SEMANTICS, DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS,
                        TrainerSettings, apply_fact, expressible, settings_from_facts)
 
@@ -795,7 +795,7 @@ def _why_not_trained(slm: Extraction) -> str | None:
     (asked only when an ERROR finding is there: planning from JSON needs no extractors)."""
     if not any(f.severity == "ERROR" for f in slm.findings):
         return None
-    from brax_diff.extractors.slm import trains
+    from brax_diff.extractors.slm.extractor import trains
 
     return trains(slm)[1]
 

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..io import write_atomic
+from ..safety.io import write_atomic
 
 Curve = tuple[Sequence[int], Sequence[float]]
 

@@ -12,7 +12,7 @@ and Adam step per minibatch), so N seeds done by the same calls cost little more
 * the evaluation of every seed reuses one compiled evaluator (:class:`.evaluate.TorchEvaluator`).
 
 Nothing mixes across seeds: each seed keeps its own initial weights (the generators of
-:class:`.ppo_torch.PPO`), env reset keys (Brax's, :func:`.evaluate.training_reset_keys`),
+:class:`.ppo_torch.PPO`), env reset keys (Brax's, :func:`.keys.training_reset_keys`),
 sampling stream (the single-seed trainer's own: torch's global stream after
 ``torch.manual_seed(seed)`` and its networks' construction, drawn in the same order),
 shuffles, observation and return statistics, advantage standardization, gradient clip and

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BraxDiffError
-from ..facts import dumps
-from ..io import write_atomic
+from ..facts.model import dumps
+from ..safety.io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
 from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, STAND_IN, TORCH, Plan,

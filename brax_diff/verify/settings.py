@@ -2,7 +2,7 @@
 
 :class:`TrainerSettings` is the whole configuration of a run of :mod:`.ppo_torch`, one
 field per canonical key the PyTorch trainer can express (same names as
-``brax_diff/vocabulary.py``), plus the few run-shape fields that are no canonical key.
+``brax_diff/facts/vocabulary.py``), plus the few run-shape fields that are no canonical key.
 Each field is documented where it is declared, CleanRL-style: a reader sees every
 hyperparameter and its default in one place.
 
@@ -272,7 +272,7 @@ def _coerce(key: str, value: Any) -> Any:
     if key in ("policy_hidden_layers", "value_hidden_layers"):
         return tuple(int(v) for v in value)
     if key == "activation":
-        from ..vocabulary import canonical_activation
+        from ..facts.vocabulary import canonical_activation
 
         return canonical_activation(str(value))
     return value

@@ -54,7 +54,7 @@ def installed_trainer(root: Path | None = None, version: str | None = None) -> d
 
 
 def ref_trainer(snapshot) -> dict[str, Any]:
-    """``{"ref", "commit", "files": {path: blob id or None}}`` at a Brax :class:`~brax_diff.sources.Snapshot`."""
+    """``{"ref", "commit", "files": {path: blob id or None}}`` at a Brax :class:`~brax_diff.sources.repository.Snapshot`."""
     return {"ref": snapshot.ref, "commit": snapshot.sha,
             "files": {path: snapshot.object_id(path) for path in TRAINER_FILES}}
 

@@ -7,7 +7,7 @@ The side's interface (what the report and ``extract rsl-rl`` ask):
 
 * ``families()``, ``environments(family)``, ``family_of(env)``: the Playground families that
   have an RSL-RL config and their registered environments;
-* ``family(name)`` and ``env(name)``: one scope's :class:`~brax_diff.facts.Extraction`;
+* ``family(name)`` and ``env(name)``: one scope's :class:`~brax_diff.facts.model.Extraction`;
 * ``variant_for(family, env)``, ``variant(name)``, ``setup(name, env)``: the same, in the
   terms the report uses for the side it compares Brax with (a "variant" is a family or an
   environment: RSL-RL has no variants of its own).
@@ -18,11 +18,11 @@ from __future__ import annotations
 import difflib
 
 from brax_diff.errors import BraxDiffError
-from brax_diff.facts import Extraction, Finding
-from brax_diff.vocabulary import PER_ENVIRONMENT
+from brax_diff.facts.model import Extraction, Finding
+from brax_diff.facts.vocabulary import PER_ENVIRONMENT
 
-from ..brax_playground import registered_envs
-from ..playground_env import EnvConfigs
+from ..playground.params import registered_envs
+from ..playground.env import EnvConfigs
 from .facts import Facts
 from .library import Library
 from .params import FAMILY_PARAMS, PARAMS_FUNCTION, Config, ParamsFunction

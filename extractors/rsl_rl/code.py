@@ -10,9 +10,9 @@ from typing import Any, Callable, Iterator
 import libcst as cst
 
 from brax_diff.errors import SourceError
-from brax_diff.facts import Provenance
+from brax_diff.facts.model import Provenance
 
-from ..pyast import Code, IndexedModule, LimitExceeded, descendants, parse_file
+from ..engine.pyast import Code, IndexedModule, LimitExceeded, descendants, parse_file
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The RSL-RL side's canonical facts: Playground's config for a scope, its training script
-and torch wrapper, and rsl-rl-lib's code, mapped onto brax_diff.vocabulary's keys.
+and torch wrapper, and rsl-rl-lib's code, mapped onto brax_diff.facts.vocabulary's keys.
 
 Each key is one small reader below; a value the code does not give is an explained unknown
 (``value: null`` and a finding naming the file, the function and what was looked for).
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from brax_diff.facts import Extraction, Fact, Finding
-from brax_diff.vocabulary import KEYS, canonical_activation
+from brax_diff.facts.model import Extraction, Fact, Finding
+from brax_diff.facts.vocabulary import KEYS, canonical_activation
 
-from ..pyast import Code
+from ..engine.pyast import Code
 from .code import Missing, Read
 from .library import Library
 from .params import PARAMS_FUNCTION, Config

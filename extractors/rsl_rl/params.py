@@ -18,9 +18,9 @@ from typing import Any
 
 import libcst as cst
 
-from brax_diff.facts import Finding, Provenance
+from brax_diff.facts.model import Finding, Provenance
 
-from ..pyast import NotLiteral, call_kwargs, descendants, dotted_name, literal
+from ..engine.pyast import NotLiteral, call_kwargs, descendants, dotted_name, literal
 from .code import File, Read
 
 PARAMS_FUNCTION = "rsl_rl_config"

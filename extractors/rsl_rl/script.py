@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..pyast import call_kwargs, dotted_name, literal, NotLiteral
+from ..engine.pyast import call_kwargs, dotted_name, literal, NotLiteral
 from .code import File, Missing, Read
 
 SCRIPT = "learning/train_rsl_rl.py"

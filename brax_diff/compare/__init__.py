@@ -1,0 +1,1 @@
+"""Comparison: pairing both sides key by key, the rule table, severities, published results."""

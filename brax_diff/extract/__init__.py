@@ -1,0 +1,1 @@
+"""Running the extractors: answered from the fact cache, filled in parallel."""

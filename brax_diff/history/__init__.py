@@ -1,0 +1,1 @@
+"""`history`: the commits in a range that change a canonical fact."""

@@ -1,0 +1,182 @@
+"""A ``brax-diff verify`` result (its verify.json) as the report shows it.
+
+Static: reads JSON, imports nothing of the training stack. The report leads with the gap
+(baseline and all_fixes against Brax's trainer, the fraction of the gap the fixes close),
+then what each fix is worth with the others applied (leave-one-out), and puts each key's
+verdict beside its classification. Every number keeps its interval and its level, and every
+inconclusive one the effect its seed count could have found.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import BraxDiffError
+
+GAP_ROWS = (
+    ("baseline_vs_reference", "SLM-Lab's settings (baseline) vs Brax's trainer (reference)"),
+    ("all_fixes_vs_reference", "{fixes} (all_fixes) vs Brax's trainer (reference)"),
+    ("all_fixes_vs_baseline", "{fixes} (all_fixes) vs SLM-Lab's settings (baseline)"),
+    ("spec_fixes_vs_reference", "the spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference)"),
+    ("spec_fixes_vs_baseline", "the spec variant `brax-diff fix` writes (spec_fixes) vs SLM-Lab's settings (baseline)"),
+)
+# What all_fixes trained (plan.all_fixes.from; a verify.json without it predates the spec arm)
+ALL_FIXES_TITLES = {"settings": "every expressible fix, trainer-level, code changes included",
+                    "spec": "the spec variant `brax-diff fix` writes"}
+
+
+def check_result(data: Any, origin: str) -> dict:
+    """A verify.json's structure, or a one-line error naming what is wrong."""
+    if not isinstance(data, dict):
+        raise BraxDiffError(f"{origin}: not a verify.json (not an object)")
+    if isinstance(data.get("verdicts"), dict):
+        raise BraxDiffError(f"{origin}: a verify.json of brax-diff < 0.2 (verdicts by key, scores not comparable); "
+                            "rerun `brax-diff verify`")
+    for name in ("runs", "verdicts"):
+        if not isinstance(data.get(name), list) or not all(isinstance(e, dict) for e in data[name]):
+            raise BraxDiffError(f"{origin}: not a verify.json ({name} must be a list of objects)")
+    if not isinstance(data.get("gap", {}), dict) or not isinstance(data.get("plan", {}), dict):
+        raise BraxDiffError(f"{origin}: not a verify.json (gap and plan must be objects)")
+    for entry in data["verdicts"]:
+        if not isinstance(entry.get("verdict"), str) or not isinstance(entry.get("arm"), str):
+            raise BraxDiffError(f"{origin}: not a verify.json (a verdict without arm or verdict)")
+    return data
+
+
+def _link(result_dir: Path, report_dir: Path, path: str | None) -> str | None:
+    if not path:
+        return None
+    return Path(os.path.relpath(Path(result_dir) / path, report_dir)).as_posix()
+
+
+def reading(entry: dict) -> str:
+    """A verdict in words: which arm scores higher, or what could not be resolved."""
+    if entry.get("ci") is None:
+        mde = entry.get("min_detectable_effect")
+        reason = entry.get("reason", "not tested")
+        return f"inconclusive: {reason}" + (f"; a difference of ±{mde:.3g} or more would have been found"
+                                              if mde else "")
+    x = entry.get("arm", "the arm")
+    if entry.get("verdict") == "supported":
+        return f"{x} scores higher"
+    if entry.get("verdict") == "not_supported":
+        return f"{x} scores lower"
+    mde = entry.get("min_detectable_effect")
+    return "not resolved" + (f": a true difference of ±{mde:.3g} or more would have been found (80% power)"
+                             if mde else "")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _typed(entry: dict) -> dict:
+    """The fields of one verdict the report shows, each of the type it needs; a field of
+    another type is left out rather than shown wrong (or crashing the rendering)."""
+    out: dict[str, Any] = {}
+    for name in ("family", "arm", "vs", "key", "verdict", "reason"):
+        if isinstance(entry.get(name), str):
+            out[name] = entry[name]
+    for name in ("delta", "ci_level", "p", "min_detectable_effect", "mean_x", "mean_y"):
+        if _number(entry.get(name)):
+            out[name] = entry[name]
+    for name in ("seeds", "tests_in_family"):
+        if isinstance(entry.get(name), int) and not isinstance(entry.get(name), bool):
+            out[name] = entry[name]
+    ci = entry.get("ci")
+    if isinstance(ci, list) and len(ci) == 2 and all(map(_number, ci)) and "ci_level" in out:
+        out["ci"] = ci
+    return out
+
+
+def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict:
+    out = _typed(entry)
+    out["reading"] = reading(out)
+    tested = out.get("vs") if out.get("family") == "loo" else out.get("arm")
+    plot = plots.get(tested) if out.get("family") in ("loo", "variants") and isinstance(plots, dict) else None
+    plot = plot if isinstance(plot, str) else None
+    if plot:
+        out["plot"] = _link(result_dir, report_dir, plot)
+    return out
+
+
+def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> dict:
+    """The report's verification model: protocol, gap, leave-one-out ranking, and per key the
+    verdict shown beside its classification (leave-one-out where run, else the variant arm)."""
+    plan = result.get("plan") if isinstance(result.get("plan"), dict) else {}
+    plots = result.get("plots") if isinstance(result.get("plots"), dict) else {}
+    scoring = plan.get("scoring") if isinstance(plan.get("scoring"), dict) else {}
+    entries = [_entry(e, result_dir, report_dir, plots) for e in result["verdicts"]]
+    keys: dict[str, dict] = {}
+    for family in ("variants", "loo"):  # leave-one-out wins where both ran
+        for entry in entries:
+            if entry.get("family") == family and entry.get("key"):
+                keys[entry["key"]] = entry
+    raw_gap = result.get("gap") or {}
+    gap: dict[str, Any] = {}
+    for name, _ in GAP_ROWS:
+        if isinstance(raw_gap.get(name), dict):
+            row = _typed(raw_gap[name])
+            gap[name] = dict(row, reading=reading(row))
+    for name in ("closed_fraction", "baseline_mean", "all_fixes_mean", "reference_mean"):
+        if _number(raw_gap.get(name)):
+            gap[name] = raw_gap[name]
+    if raw_gap.get("closed_fraction") == "unbounded":  # never a number: its denominator may be 0
+        gap["closed_fraction"] = "unbounded"
+    interval = raw_gap.get("closed_fraction_ci")
+    if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
+        gap["closed_fraction_ci"] = interval
+    if isinstance(raw_gap.get("reason"), str):
+        gap["reason"] = raw_gap["reason"]
+    if isinstance(raw_gap.get("seeds"), int):
+        gap["seeds"] = raw_gap["seeds"]
+    envs = [e for e in plan.get("envs", []) if isinstance(e, str)] if isinstance(plan.get("envs"), list) else []
+    gap_plots = [_link(result_dir, report_dir, plots[f"gap:{env}"]) for env in envs
+                 if isinstance(plots.get(f"gap:{env}"), str)]
+    loo = sorted((e for e in entries if e.get("family") == "loo"),
+                 key=lambda e: (-e.get("delta", float("-inf")), e.get("arm", "")))
+    runs = result["runs"]
+
+    def whole(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def mapping(value: Any) -> dict:
+        return {str(k): v for k, v in value.items() if isinstance(v, (str, int, float, bool))} if isinstance(
+            value, dict) else {}
+
+    all_fixes = plan.get("all_fixes") if isinstance(plan.get("all_fixes"), dict) else {}
+    all_fixes_from = all_fixes.get("from") if all_fixes.get("from") in ALL_FIXES_TITLES else "settings"
+    throughput = {}
+    for trainer, figures in (result.get("throughput") or {}).items():
+        if isinstance(figures, dict) and _number(figures.get("env_steps_per_s")):
+            throughput[str(trainer)] = {k: v for k, v in figures.items() if _number(v)}
+    return {
+        "protocol": {
+            "envs": envs, "seeds": whole(plan.get("seeds")), "env_steps": whole(plan.get("budget")),
+            "requested_budget": whole(plan.get("requested_budget")), "num_envs": whole(plan.get("num_envs")),
+            "score_kind": scoring.get("score_kind") if isinstance(scoring.get("score_kind"), str) else None,
+            "eval_envs": whole(scoring.get("eval_envs")), "deterministic": scoring.get("deterministic") is True,
+            "checkpoints": whole(scoring.get("evals")),
+            "arm_groups": [a for a in plan.get("arm_groups", []) if isinstance(a, str)]
+            if isinstance(plan.get("arm_groups"), list) else [],
+            "device": result.get("device") if isinstance(result.get("device"), str) else None,
+            "overrides": mapping(plan.get("overrides")), "spec_sets": mapping(plan.get("spec_sets")),
+            "warnings": [w for w in plan.get("warnings", []) if isinstance(w, str)]
+            if isinstance(plan.get("warnings"), list) else [],
+            "runs": len(runs), "failed": sum(1 for r in runs if r.get("status") != "ok"),
+            "throughput": throughput,
+            # the fixes all_fixes moved: each would be one leave-one-out arm
+            "fixes_moved": len({a.get("key") for a in plan.get("ablations", []) if isinstance(a, dict)
+                                and a.get("action") == "variant"}) if isinstance(plan.get("ablations"), list) else None,
+        },
+        "gap": gap,
+        "gap_rows": [{"name": name, "title": title.format(fixes=ALL_FIXES_TITLES[all_fixes_from])}
+                     for name, title in GAP_ROWS if name in gap],
+        "all_fixes_from": all_fixes_from,
+        "gap_plots": gap_plots,
+        "leave_one_out": loo,
+        "keys": dict(sorted(keys.items())),
+        "source": _link(result_dir, report_dir, "verify.json"),
+    }

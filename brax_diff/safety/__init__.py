@@ -1,0 +1,1 @@
+"""Bounds on the work any input can cause; safe reads and writes; the template sandbox."""

@@ -1,0 +1,101 @@
+"""The training setup on the Brax side: what decides whether a score can be compared at all.
+
+Read from the scope ``train()`` is called with (signature defaults < Playground's family
+config < the environment's branch, where ``episode_length=env_config.episode_length`` is the
+environment's own config, :mod:`brax_diff.extractors.playground.env`) and from
+``make_ppo_networks()``'s (``policy_obs_key`` / ``value_obs_key``); the physics backend from the
+environment's config (``impl``). A value a scope does not decide is an explained unknown.
+"""
+
+from __future__ import annotations
+
+from brax_diff.facts.model import Fact
+
+from .scope import Code, Scope, Setting
+from ..playground.env import EnvConfigs
+
+# canonical key -> (scope, parameter)
+FROM_TRAIN = {"training_env_steps": "num_timesteps", "episode_length": "episode_length",
+              "action_repeat": "action_repeat"}
+FROM_NETWORK = {"policy_obs_keys": "policy_obs_key", "value_obs_keys": "value_obs_key"}
+# The evaluation protocol: train()'s parameters (brax/training/agents/ppo/train.py), as train() uses them.
+EVAL_INTERVAL_INPUTS = ("num_timesteps", "num_evals", "num_resets_per_eval", "batch_size", "unroll_length",
+                        "num_minibatches", "action_repeat")
+
+
+def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | None,
+                env_configs: EnvConfigs | None, reference: str = "params", impl: Setting | None = None) -> list[Fact]:
+    """``impl``: the backend a training script forces on the environment (train-script)."""
+    out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
+    out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
+    out += evaluation_facts(train)
+    if reference == "train-script" and env is not None:
+        out.append(_fact("physics_backend", impl, "registry.load(config_overrides={'impl': ...})"))
+    elif reference != "params":  # the environment's own config is read for Playground's configs only
+        out.append(Fact("physics_backend", None, (), unknown=f"physics_backend: the {reference} reference runs the "
+                                                            "environment as its own config says, which it does not read"))
+    else:
+        out.append(_physics(family, env, env_configs))
+    return out
+
+
+def _fact(key: str, setting: Setting | None, what: str) -> Fact:
+    if setting is None:
+        return Fact(key, None, (), unknown=f"{key}: neither the config nor the signature sets {what}")
+    if isinstance(setting.value, Code):
+        return Fact(key, None, setting.provenance, unknown=f"{key}: {setting.value.text}")
+    if setting.value is None and key == "episode_length":  # train() refuses to run without one
+        return Fact(key, None, setting.provenance,
+                    unknown=f"{key}: train() raises when episode_length is None and nothing sets it")
+    return Fact(key, setting.value, setting.provenance, f"{what}: {setting.origin}")
+
+
+def _physics(family: str | None, env: str | None, env_configs: EnvConfigs | None) -> Fact:
+    if env is None or family is None or env_configs is None:
+        return Fact("physics_backend", None, (), unknown="physics_backend: set per environment (its config's impl)")
+    found = env_configs.field(family, env, "impl")
+    if found.unknown is not None:
+        return Fact("physics_backend", None, found.provenance, unknown=f"physics_backend: {found.unknown}")
+    return Fact("physics_backend", str(found.value), found.provenance,
+                f"{env}'s default config (impl); Playground's learning/train_jax_ppo.py overrides it with --impl")
+
+
+def evaluation_facts(train: Scope) -> list[Fact]:
+    """How Brax scores a run: ``num_resets_per_eval`` (the training envs reset that many times per
+    evaluation epoch), ``eval_policy`` (``Evaluator(..., make_policy(deterministic=deterministic_eval))``
+    runs fresh episodes of the policy's mode or of samples) and ``eval_interval_env_steps``, the env
+    steps between two evaluations: train() splits num_timesteps into max(num_evals - 1, 1) epochs of
+    whole training steps, each ``batch_size * unroll_length * num_minibatches * action_repeat`` env
+    steps, run ``max(num_resets_per_eval, 1)`` times (``num_training_steps_per_epoch``)."""
+    out = [_fact("num_resets_per_eval", train.get("num_resets_per_eval"), "train(num_resets_per_eval=...)")]
+    deterministic = _fact("eval_policy", train.get("deterministic_eval"), "train(deterministic_eval=...)")
+    if not deterministic.is_unknown and not isinstance(deterministic.value, bool):
+        deterministic = Fact("eval_policy", None, deterministic.provenance,
+                             unknown=f"eval_policy: deterministic_eval is {deterministic.value!r}, not a bool")
+    elif not deterministic.is_unknown:
+        deterministic = Fact("eval_policy", "deterministic" if deterministic.value else "sampled",
+                             deterministic.provenance, f"train(deterministic_eval={deterministic.value}): the "
+                             "evaluator runs fresh episodes of the policy's " +
+                             ("mode" if deterministic.value else "samples") + f"; {deterministic.note}")
+    out.append(deterministic)
+    out.append(_eval_interval(train))
+    return out
+
+
+def _eval_interval(train: Scope) -> Fact:
+    key = "eval_interval_env_steps"
+    values, provenance = {}, []
+    for name in EVAL_INTERVAL_INPUTS:
+        fact = _fact(key, train.get(name), f"train({name}=...)")
+        if fact.is_unknown or not isinstance(fact.value, int) or isinstance(fact.value, bool):
+            why = fact.unknown.split(": ", 1)[1] if fact.is_unknown else f"{name} is {fact.value!r}"
+            return Fact(key, None, fact.provenance, unknown=f"{key}: from train()'s {name}: {why}")
+        values[name] = fact.value
+        provenance.extend(fact.provenance)
+    per_step = values["batch_size"] * values["unroll_length"] * values["num_minibatches"] * values["action_repeat"]
+    resets = max(values["num_resets_per_eval"], 1)
+    epochs = max(values["num_evals"] - 1, 1)
+    steps_per_epoch = -(-values["num_timesteps"] // (epochs * per_step * resets))  # ceil, as train() rounds up
+    return Fact(key, steps_per_epoch * per_step * resets, tuple(sorted(set(provenance))),
+                f"train(): {values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {epochs} epochs of whole "
+                f"training steps ({per_step:,} env steps each, x max(num_resets_per_eval, 1) = {resets})")

@@ -1,0 +1,1 @@
+"""The data-flow engine over libcst, and the questions both sides ask of its values."""

@@ -1,0 +1,217 @@
+"""A Playground environment's own config: ``get_default_config(env_name)`` of its family's
+registry, run by the data-flow engine (:mod:`brax_diff.extractors.engine.flow`).
+
+Playground's ``brax_ppo_config`` defers the training setup to the environment
+(``episode_length=env_config.episode_length``, ``action_repeat=env_config.action_repeat``), and
+each environment's ``default_config()`` builds an ``ml_collections`` ``ConfigDict``. The engine
+runs the registry's ``get_default_config`` for one name with a small model of ``ConfigDict``
+(``config_dict.create(**fields)`` and ``ConfigDict(dict)``: an object whose attributes are its
+fields; reading a field it lacks fails, as ``ConfigDict`` raises ``AttributeError``). A field the
+engine cannot decide is an explained unknown, never a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from brax_diff.facts.model import Provenance
+
+from ..engine import flow
+from ..engine.flow import Class, Engine, Loader, V, const
+
+ROOTS = ("mujoco_playground",)
+REGISTRY_FUNCTION = "get_default_config"
+FAMILY_REGISTRIES = {
+    "dm_control": "mujoco_playground._src.dm_control_suite",
+    "locomotion": "mujoco_playground._src.locomotion",
+    "manipulation": "mujoco_playground._src.manipulation",
+}
+CONFIG_DICT = Class("ConfigDict", [], {}, None)
+
+
+def _fields(value: V) -> dict | None:
+    """The fields of a dict or a ConfigDict, else None."""
+    if isinstance(value.data, dict):
+        return {str(k): v for k, v in value.data.items()}
+    if isinstance(value.data, flow.Instance) and value.data.cls is CONFIG_DICT:
+        return dict(value.data.attrs)
+    return None
+
+
+def _config_dict(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
+    """``config_dict.create(**fields)`` / ``ConfigDict({...}, **fields)``: an object of those fields
+    (a ConfigDict copies a ConfigDict it is given)."""
+    fields = (_fields(args[0]) or {}) if args else {}
+    if args and _fields(args[0]) is None:
+        return flow.unknown(f"ConfigDict of `{flow.describe(args[0])}`: its fields are not known")
+    fields.update(kwargs)
+    made = engine.instance(V(CONFIG_DICT), fields)
+    if engine.on_create is not None:
+        engine.on_create(made, kwargs)
+    return made
+
+
+def _copy(value: V, engine: Engine) -> V:
+    """A deep copy of a ConfigDict (nested ConfigDicts copied too)."""
+    fields = {name: (_copy(field, engine) if isinstance(field.data, flow.Instance) and field.data.cls is CONFIG_DICT
+                     else field) for name, field in value.data.attrs.items()}
+    return engine.instance(V(CONFIG_DICT), fields)
+
+
+def _method(name: str):
+    def decorate(fn):
+        CONFIG_DICT.namespace[name] = V(flow.NativeMethod(name, fn))
+        return fn
+    return decorate
+
+
+@_method("update")
+def _update(engine, receiver, args, kwargs, frame, node):
+    """``cfg.update(other, k=v)``: each field set, as ``cfg.k = v`` would."""
+    updates: dict = {}
+    for arg in args:
+        fields = _fields(arg)
+        if fields is None:
+            for name in list(receiver.data.attrs):  # what it sets is not known: no field keeps its value
+                engine._setattr(receiver, name, flow.unknown(
+                    f"ConfigDict.update of `{flow.describe(arg)}` ({_where(engine, frame, node)})"), frame, node)
+            return const(None)
+        updates.update(fields)
+    updates.update(kwargs)
+    for name, value in updates.items():
+        engine._setattr(receiver, name, value.with_lines(_at(engine, frame, node)), frame, node)
+    return const(None)
+
+
+@_method("__setitem__")
+def _setitem(engine, receiver, args, kwargs, frame, node):
+    key, value = args[0], args[1]
+    if not isinstance(key.data, str):
+        for name in list(receiver.data.attrs):
+            engine._setattr(receiver, name, flow.unknown(f"ConfigDict item `{flow.describe(key)}` set "
+                                                         f"({_where(engine, frame, node)})"), frame, node)
+        return const(None)
+    engine._setattr(receiver, key.data, value.with_lines(_at(engine, frame, node)), frame, node)
+    return const(None)
+
+
+@_method("__getitem__")
+def _getitem(engine, receiver, args, kwargs, frame, node):
+    key = args[0]
+    if isinstance(key.data, str) and key.data in receiver.data.attrs:
+        return receiver.data.attrs[key.data]
+    return flow.unknown(f"ConfigDict item `{flow.describe(key)}` is not a known field")
+
+
+@_method("get")
+def _get(engine, receiver, args, kwargs, frame, node):
+    key = args[0] if args else None
+    if key is not None and isinstance(key.data, str):
+        return receiver.data.attrs.get(key.data, args[1] if len(args) > 1 else const(None))
+    return flow.unknown("ConfigDict.get of a key not known here")
+
+
+for _name in ("copy", "copy_and_resolve_references", "__copy__", "__deepcopy__"):
+    CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
+                                                       _copy(receiver, engine)))
+for _name in ("lock", "unlock", "unlocked", "ignore_type"):  # context managers and locks: fields unchanged
+    CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
+                                                       flow.sym("ext", "contextlib.nullcontext")))
+
+
+def _at(engine: Engine, frame, node) -> frozenset:
+    return engine._at(frame, node) if frame is not None and node is not None else frozenset()
+
+
+def _where(engine: Engine, frame, node) -> str:
+    if frame is None or node is None:
+        return "?"
+    return f"{frame.module.path}:{engine._line(frame, node)}"
+
+
+def _copy_call(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
+    """``copy.copy(cfg)`` / ``copy.deepcopy(cfg)`` of a ConfigDict or a dict."""
+    if args and isinstance(args[0].data, flow.Instance) and args[0].data.cls is CONFIG_DICT:
+        return _copy(args[0], engine)
+    if args and isinstance(args[0].data, dict):
+        return V(dict(args[0].data), args[0].lines)
+    return flow.sym("call", "copy", tuple(args))
+
+
+MODEL = {"ml_collections.config_dict.create": _config_dict,
+         "ml_collections.config_dict.ConfigDict": _config_dict,
+         "ml_collections.ConfigDict": _config_dict,
+         "ml_collections.config_dict.config_dict.create": _config_dict,
+         "ml_collections.config_dict.config_dict.ConfigDict": _config_dict,
+         "copy.copy": _copy_call, "copy.deepcopy": _copy_call}
+
+
+@dataclass(frozen=True)
+class EnvField:
+    """One field of an environment's config: its value with the lines that set it, or why not."""
+
+    value: Any
+    provenance: tuple[Provenance, ...]
+    unknown: str | None = None
+
+
+class EnvConfigs:
+    """The environments' configs of one Playground commit (each run once)."""
+
+    def __init__(self, snapshot) -> None:
+        self.snapshot = snapshot
+        self.engine = Engine(Loader(snapshot, ROOTS), assume=MODEL)
+        self._configs: dict[tuple[str, str], V] = {}
+
+    def config(self, family: str, env: str) -> V:
+        key = (family, env)
+        if key not in self._configs:
+            self._configs[key] = self._run(family, env)
+        return self._configs[key]
+
+    def _run(self, family: str, env: str) -> V:
+        dotted = FAMILY_REGISTRIES[family]
+        module = self.engine.module(dotted)
+        function = self.engine.lookup(module, REGISTRY_FUNCTION) if module is not None else None
+        if function is None or not isinstance(function.data, flow.Function):
+            return flow.unknown(f"{REGISTRY_FUNCTION}() not found in {_path(dotted)}")
+        return self.engine.call(function, const(env))
+
+    def any_family(self, env: str) -> V:
+        """``mujoco_playground.registry.get_default_config(env)``: the first family registry
+        that knows ``env`` (the others raise), else an Unknown."""
+        for family in FAMILY_REGISTRIES:
+            config = self.config(family, env)
+            if isinstance(config.data, flow.Instance) and config.data.cls is CONFIG_DICT:
+                return config
+        return flow.unknown(f"no Playground registry gives a config for {env!r}")
+
+    def registry_model(self) -> dict:
+        """Playground's ``registry.get_default_config`` answered from this commit's files, for
+        an engine run of code that calls it (SLM-Lab's env builder)."""
+        def get_default_config(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
+            name = args[0] if args else kwargs.get("env_name")
+            if name is None or not flow.is_const(name) or not isinstance(name.data, str):
+                return flow.unknown("registry.get_default_config of an env name not known here")
+            return self.any_family(name.data)
+        return {"mujoco_playground.registry.get_default_config": get_default_config}
+
+    def field(self, family: str, env: str, name: str) -> EnvField:
+        """``get_default_config(env).<name>``: its value and lines, or why it is unknown."""
+        where = f"{REGISTRY_FUNCTION}({env!r}) in {_path(FAMILY_REGISTRIES[family])}"
+        config = self.config(family, env)
+        if not isinstance(config.data, flow.Instance) or config.data.cls is not CONFIG_DICT:
+            return EnvField(None, (), f"{where} does not give a config the extractor follows: "
+                                      f"{flow.why_not_constant(config) if not flow.is_const(config) else config.data}")
+        value = config.data.attrs.get(name)
+        if value is None:
+            return EnvField(None, (), f"{where}: the config has no field {name!r}")
+        lines = tuple(sorted(flow.all_lines(value)))
+        if not flow.is_const(value):
+            return EnvField(None, lines, f"{where}.{name} is not a constant: {flow.why_not_constant(value)}")
+        return EnvField(flow.plain(value), lines)
+
+
+def _path(dotted: str) -> str:
+    return dotted.replace(".", "/") + "/__init__.py"
