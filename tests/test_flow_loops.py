@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from brax_diff.facts.model import Provenance
 from brax_diff.extractors.engine import flow
+from brax_diff.extractors.engine import loops as engine_loops
 from brax_diff.extractors.engine.flow import Engine, Loader, const, plain
 
 PROGRAM = '''
@@ -172,7 +173,7 @@ def test_a_long_loop_over_an_unread_target_keeps_what_no_pass_changes():
 
 
 def test_without_widening_the_same_loop_is_followed_pass_by_pass():
-    with mock.patch.object(flow, "EXACT_PASSES", 10**6):
+    with mock.patch.object(engine_loops, "EXACT_PASSES", 10**6):
         engine, module, result = run(PROGRAM, "epochs", 16, 0.2)
     total, _, _, _, box, seen = result.data
     assert plain(total) == 16.0 and plain(box.data.attrs["epoch"]) == 16 and len(seen.data) == 16
@@ -253,9 +254,9 @@ def looped(n):
 @given(st.lists(statements, min_size=1, max_size=6), st.integers(5, 14), st.integers(1, 3))
 def test_widening_never_gives_a_value_the_exact_run_does_not(body, passes, exact_passes):
     source = FUZZED.format(body="\n".join(f"        {s}" for s in body))
-    with mock.patch.object(flow, "EXACT_PASSES", 10**6):
+    with mock.patch.object(engine_loops, "EXACT_PASSES", 10**6):
         exact = run(source, "looped", passes)[2]
-    with mock.patch.object(flow, "EXACT_PASSES", exact_passes), mock.patch.object(flow, "WIDEN_STEPS", 0):
+    with mock.patch.object(engine_loops, "EXACT_PASSES", exact_passes), mock.patch.object(engine_loops, "WIDEN_STEPS", 0):
         widened = run(source, "looped", passes)[2]
     assert flow.is_const(exact), source
     for name, want, got in zip(("a", "b", "c", "box.v", "Box.count", "G"), plain(exact), widened.data):

@@ -74,7 +74,7 @@ def _elementwise(value: flow.V) -> str | None:
         return forms.pop() if len(forms) == 1 else None
     if not isinstance(data, flow.Sym):
         return None
-    if data.op == "mul" and len(data.args) == 2 and flow._identical(data.args[0], data.args[1]) is True:
+    if data.op == "mul" and len(data.args) == 2 and flow.identical(data.args[0], data.args[1]) is True:
         return "mse"
     if data.op == "pow" and len(data.args) == 2 and flow.is_const(data.args[1]) and flow.plain(data.args[1]) == 2:
         return "mse"

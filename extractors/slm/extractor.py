@@ -25,6 +25,8 @@ not let the extractor read is null with ``unknown`` and a finding saying why.
 
 from __future__ import annotations
 
+import libcst as cst
+
 import fnmatch
 import math
 from typing import Any
@@ -840,7 +842,7 @@ class _VariantFacts:
             if module is None:
                 continue
             wanted = {p.line for p in lines if p.path == path}
-            for node in module.of_kinds((flow.cst.Assign, flow.cst.Return, flow.cst.AugAssign)):
+            for node in module.of_kinds((cst.Assign, cst.Return, cst.AugAssign)):
                 if module.line(node) in wanted:
                     text = " ".join(module.code(node).split())
                     if text not in out:
