@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 brax_repo=${BRAX_REPO:-https://github.com/google/brax}
 playground_repo=${PLAYGROUND_REPO:-https://github.com/google-deepmind/mujoco_playground}
 slm_repo=${SLM_REPO:-https://github.com/kengz/SLM-Lab}
+rsl_rl_repo=${RSL_RL_REPO:-https://github.com/leggedrobotics/rsl_rl}
 repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
 
 # The seed-era verification (CartpoleBalance, a DM Control environment) is made by the CPU
@@ -32,3 +33,8 @@ for family in dm_control locomotion manipulation; do
     --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json" \
     --results slm --targets-ref d309f672
 done
+
+# RSL-RL, Playground's other trainer for locomotion and manipulation, against Brax at today's
+# upstream (rsl-rl-lib at its default ref, the newest release train_rsl_rl.py's API matches).
+brax-diff report --against rsl-rl --brax-repo "$brax_repo" --playground-repo "$playground_repo" \
+  --rsl-rl-repo "$rsl_rl_repo" --brax main --playground main --output reports/upstream-rsl-rl
