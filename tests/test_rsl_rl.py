@@ -156,3 +156,26 @@ def test_a_rule_written_for_one_side_says_so_against_another(tmp_path):
     bad.write_text("rules:\n  - code: BD033\n    sides: [cleanrl]\n")
     with pytest.raises(ConfigError, match="`sides` must be a list of sides"):
         load_rules(bad)
+
+
+def test_history_walks_rsl_rl_on_playground_configs(repos, capsys):
+    """`history --rsl-rl A..B`: the commit that drops actor_critic.py and the timeout bootstrap is
+    listed with the keys it changes, each old value with its line (issue 25: history for the third side)."""
+    first, second = repos["rsl_rl_shas"]
+    assert main(["history", "--rsl-rl", f"{first}..{second}", "--family", "locomotion", "--format", "json",
+                 "--playground-repo", str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "-q"]) == 0
+    walk, = json.loads(capsys.readouterr().out)["walks"]
+    commit, = walk["commits"]
+    assert commit["sha"] == second
+    changes = {c["key"]: c for scope in commit["scopes"] for c in scope["changes"]}
+    assert changes["action_distribution"]["old"]["value"] == "normal"
+    assert changes["action_distribution"]["new"]["value"] is None  # actor_critic.py is gone: unknown, not a default
+    assert any(link.endswith("rsl_rl/modules/actor_critic.py#L23") for link in changes["action_distribution"]["old"]["links"])
+    assert changes["truncation"]["old"]["value"] == "bootstrap_current_state"
+
+
+def test_history_refuses_an_slm_variant_on_the_rsl_rl_side(repos, capsys):
+    assert main(["history", "--rsl-rl", "HEAD", "--variant", "ppo_playground", "--playground-repo",
+                 str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "-q"]) == 2
+    assert capsys.readouterr().err == ("error: --variant is an SLM-Lab spec variant; walk RSL-RL with --family or "
+                                       "--env\n")

@@ -15,6 +15,8 @@ def register(app) -> None:
     command.option("brax", "--brax", help="Walk Brax: A..B, or B for all history up to B.", metavar="A..B")
     command.option("playground", "--playground", help="Walk MuJoCo Playground: A..B or B.", metavar="A..B")
     command.option("slm", "--slm", help="Walk SLM-Lab: A..B or B.", metavar="A..B")
+    command.option("rsl_rl", "--rsl-rl", help="Walk rsl_rl (rsl-rl-lib) with Playground's RSL-RL configs: A..B or B.",
+                   metavar="A..B")
     command.option("family", "--family", help="Brax family (dm_control, locomotion, manipulation).")
     command.option("env", "--env", help="One registered environment, e.g. CartpoleBalance.")
     command.option("variant", "--variant", help="One SLM-Lab spec variant.")
@@ -22,6 +24,7 @@ def register(app) -> None:
     command.option("brax_repo", "--brax-repo", help="Path or URL of google/brax.")
     command.option("playground_repo", "--playground-repo", help="Path or URL of mujoco_playground.")
     command.option("slm_repo", "--slm-repo", help="Path or URL of SLM-Lab (default: .).")
+    command.option("rsl_rl_repo", "--rsl-rl-repo", help="Path or URL of leggedrobotics/rsl_rl.")
     command.option("spec", "--spec", help="SLM-Lab spec file inside the SLM-Lab repo.")
     command.option("mapping", "--mapping", help="Variant -> family/env mapping YAML replacing the shipped one.")
     command.option("cache_dir", "--cache-dir", help="Where clones and cached facts live.")
@@ -30,6 +33,7 @@ def register(app) -> None:
 
 
 def history(*, brax: str | None = None, playground: str | None = None, slm: str | None = None,
+            rsl_rl: str | None = None, rsl_rl_repo: str | None = None,
             family: str | None = None, env: str | None = None, variant: str | None = None, fmt: str = "md",
             brax_repo: str | None = None, playground_repo: str | None = None, slm_repo: str | None = None,
             spec: str | None = None, mapping: str | None = None, cache_dir: str | None = None,
@@ -50,14 +54,17 @@ def history(*, brax: str | None = None, playground: str | None = None, slm: str 
     from .common import user_mapping
 
     settings = load_settings(brax_repo=brax_repo, playground_repo=playground_repo, slm_repo=slm_repo,
-                             spec=spec, mapping=mapping, cache_dir=cache_dir)
-    ranges = {side: text for side, text in (("brax", brax), ("playground", playground), ("slm", slm)) if text}
+                             spec=spec, mapping=mapping, cache_dir=cache_dir, rsl_rl_repo=rsl_rl_repo)
+    ranges = {side: text for side, text in (("brax", brax), ("playground", playground), ("slm", slm),
+                                            ("rsl_rl", rsl_rl)) if text}
     request = HistoryRequest(
         ranges=ranges,
-        held={"brax": settings.brax_ref, "playground": settings.playground_ref, "slm": settings.slm_ref},
+        held={"brax": settings.brax_ref, "playground": settings.playground_ref, "slm": settings.slm_ref,
+              "rsl_rl": settings.rsl_rl_ref},
         family=family, env=env, variant=variant, spec=settings.spec, mapping=user_mapping(settings.mapping),
     )
-    locations = {"brax": settings.brax_repo, "playground": settings.playground_repo, "slm": settings.slm_repo}
+    locations = {"brax": settings.brax_repo, "playground": settings.playground_repo, "slm": settings.slm_repo,
+                 "rsl_rl": settings.rsl_rl_repo}
     root = cache_root(settings.cache_dir)
     cache = None if no_cache else FactCache(root)
     story = Story.on_stderr(quiet)

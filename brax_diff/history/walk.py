@@ -584,6 +584,7 @@ def render_json(history: History) -> str:
 
 BRAX_SIDES = ("brax", "playground")
 SLM_SIDES = ("slm",)
+RSL_RL_SIDES = ("rsl_rl", "playground")  # RSL-RL is read on Playground's configs
 def _import(module: str, name: str):
     try:
         return getattr(importlib.import_module(module), name)
@@ -627,6 +628,17 @@ def slm_recipe(variant: str, spec: str, mapping: dict | None = None) -> Recipe:
     return Recipe(f"slm:{spec}", shipped_version(dumps(mapping)), {"variant": variant}, SLM_SIDES, extract)
 
 
+def rsl_rl_recipe(family: str | None = None, env: str | None = None) -> Recipe:
+    """RSL-RL facts (rsl_rl + playground) for a family or an environment."""
+    _require("brax_diff.extractors.rsl_rl", "RslRlExtractor")
+
+    def extract(snaps: Mapping[str, Snapshot]) -> Extraction:
+        extractor = _import("brax_diff.extractors.rsl_rl", "RslRlExtractor")(snaps["rsl_rl"], snaps["playground"])
+        return extractor.env(env) if env else extractor.family(family)
+
+    return Recipe("rsl_rl", shipped_version(), {"family": family, "env": env}, RSL_RL_SIDES, extract)
+
+
 @dataclass(frozen=True)
 class HistoryRequest:
     """What `brax-diff history` was asked: ranges per side (None: held) and one scope."""
@@ -643,8 +655,8 @@ class HistoryRequest:
         if sum(x is not None for x in (self.family, self.env, self.variant)) > 1:
             raise BraxDiffError("give at most one of --family, --env, --variant")
         if not self.ranges:
-            raise BraxDiffError("give a range to walk: --brax, --playground and/or --slm (A..B, or B for all history)")
-        unknown = sorted(set(self.ranges) - set(BRAX_SIDES + SLM_SIDES))
+            raise BraxDiffError("give a range to walk: --brax, --playground, --slm and/or --rsl-rl (A..B, or B for all history)")
+        unknown = sorted(set(self.ranges) - set(BRAX_SIDES + SLM_SIDES + RSL_RL_SIDES))
         if unknown:
             raise BraxDiffError(f"unknown side(s): {', '.join(unknown)}")
 
@@ -665,6 +677,13 @@ def recipes_for(request: HistoryRequest, side: str, repos: Mapping[str, Reposito
     Brax sides use --family/--env (a --variant maps to its family); the SLM side uses
     --variant (a --family/--env maps to its variant). No scope: every family / variant.
     """
+    if side == "rsl_rl":
+        if request.variant:
+            raise BraxDiffError("--variant is an SLM-Lab spec variant; walk RSL-RL with --family or --env")
+        if request.env or request.family:
+            return [rsl_rl_recipe(family=request.family, env=request.env)]
+        families = _import("brax_diff.extractors.rsl_rl", "FAMILIES")
+        return [rsl_rl_recipe(family=f) for f in families]
     if side in BRAX_SIDES:
         if request.env or request.family:
             return [brax_recipe(family=request.family, env=request.env)]
@@ -723,14 +742,14 @@ def run_history(request: HistoryRequest, open_repo: Callable[[str], Repository],
     ``step`` hears what the walk is doing (the terminal's progress line)."""
     needed = set()
     for side in request.ranges:
-        needed |= set(BRAX_SIDES if side in BRAX_SIDES else SLM_SIDES)
+        needed |= set(RSL_RL_SIDES if side == "rsl_rl" else BRAX_SIDES if side in BRAX_SIDES else SLM_SIDES)
         if side in BRAX_SIDES and request.variant:
             needed |= set(SLM_SIDES)
     repos = _Repos(open_repo)
     repos.update(open_all(sorted(needed), open_repo))  # every one that cannot be opened named at once
     engine = HistoryEngine({side: repos[side] for side in sorted(needed)}, cache, step)
     walks = []
-    for side in (s for s in BRAX_SIDES + SLM_SIDES if s in request.ranges):
+    for side in (s for s in BRAX_SIDES + SLM_SIDES + ("rsl_rl",) if s in request.ranges):
         refs = _refs_while_walking(request)
         walks.append(engine.walk(recipes_for(request, side, repos, refs), side, request.ranges[side], refs))
     return History(walks), engine
