@@ -494,3 +494,17 @@ def test_a_value_the_algorithm_sets_from_unread_code_is_unknown(slm_repo):
     fact = x.facts["discount"]
     assert fact.value is None and "self.gamma is not computed statically" in fact.unknown
     assert any(f.key == "discount" for f in x.findings)
+
+
+def test_a_get_default_the_code_transforms_is_not_read_as_the_value():
+    """``env_spec.get("num_envs", 1) * 2`` does not run with 1 (issue 26: read as the bare default)."""
+    from brax_diff.extractors.engine.pyast import PyModule
+    from brax_diff.extractors.slm.code import string_keys_read
+
+    module = PyModule('def make_env(env_spec):\n'
+                      '    num_envs = env_spec.get("num_envs", 1) * 2\n'
+                      '    scale = -env_spec.get("reward_scale", 1.0)\n'
+                      '    clip_obs = env_spec.get("clip_obs", 10.0)\n', "slm_lab/env/__init__.py")
+    keys = string_keys_read(module, module.module, {"env_spec"})
+    assert {k: f.value for k, f in keys.items()} == {"num_envs": None, "reward_scale": None, "clip_obs": 10.0}
+    assert keys["num_envs"].line == 2

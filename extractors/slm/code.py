@@ -126,15 +126,19 @@ def calls(module: PyModule, within: cst.CSTNode, name: str) -> list[cst.Call]:
 def string_keys_read(module: PyModule, within: cst.CSTNode, holders: set[str]) -> dict[str, Found]:
     """Keys read from a dict named in ``holders``: ``h.get("k", d)`` and ``h["k"]``.
 
-    The value is the ``.get`` default when it is a literal (else None).
+    The value is the ``.get`` default when it is a literal the code uses as it is (else None:
+    ``h.get("k", 1) * 2`` does not run with 1).
     """
     out: dict[str, Found] = {}
+    # ``h.get("k", 1) * 2``: the code uses the default transformed, not the default (issue 26)
+    operands = {id(side) for node in descendants(within) if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation))
+                for side in ((node.left, node.right) if isinstance(node, cst.BinaryOperation) else (node.expression,))}
     for node in descendants(within):
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get":
             holder = dotted_name(node.func.value) or ""
             if holder.split(".")[-1] in holders and node.args and isinstance(node.args[0].value, cst.SimpleString):
                 default = None
-                if len(node.args) > 1:
+                if len(node.args) > 1 and id(node) not in operands:
                     try:
                         default = literal(node.args[1].value)
                     except NotLiteral:
