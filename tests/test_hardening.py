@@ -93,7 +93,7 @@ def test_rules_file_that_is_a_directory_or_a_fifo(tmp_path, capsys):
     os.mkfifo(fifo)
     started = time.monotonic()
     assert main(["rules", "--rules", str(fifo)]) == 2  # used to wait for a writer for ever
-    one_error_line(capsys, "not a regular file")
+    one_error_line(capsys, "cannot read: not a regular file")
     assert time.monotonic() - started < 5
 
 
@@ -451,7 +451,7 @@ def test_previous_that_is_a_fifo_is_refused_not_waited_on(workspace, capsys):
     fifo = workspace["work"] / "prev.json"
     os.mkfifo(fifo)
     assert run(workspace, "--family", "dm_control", "--output", "out/dm.md", "--previous", str(fifo)) == 2
-    one_error_line(capsys, "not a regular file")
+    one_error_line(capsys, "cannot read: not a regular file")
 
 
 @pytest.mark.parametrize("spec", ["../../etc/passwd", "/etc/passwd", "slm_lab/../../x.yaml"])

@@ -264,10 +264,12 @@ def test_every_training_process_runs_xla_on_one_thread(monkeypatch):
     """Runs in this process and in workers agree bit for bit only on one XLA configuration."""
     import os
 
-    assert os.environ["XLA_FLAGS"] == runner_module.XLA_CPU_FLAGS  # what conftest set for this session
-    assert runner_module._configure_cpu_process() is None
+    from brax_diff.verify import worker
+
+    assert os.environ["XLA_FLAGS"] == worker.XLA_CPU_FLAGS  # what conftest set for this session
+    assert worker.configure_cpu_process() is None
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
-    warning = runner_module._configure_cpu_process()
+    warning = worker.configure_cpu_process()
     assert warning.startswith("XLA_FLAGS='--xla_cpu_multi_thread_eigen=true', not '--xla_cpu_multi_thread_eigen=false")
 
 
@@ -287,7 +289,9 @@ def test_a_ray_cluster_gives_the_local_runs_and_retries_a_killed_worker(workdir,
     cache.mkdir()
     (cache / "xla").symlink_to(workdir / "cache" / "xla")  # the compiled programs of this module's shapes
     trace = tmp_path / "trace"
-    monkeypatch.setenv(runner_module.TRACE_ENV, str(trace))  # workers of a Ray started here inherit it
+    from brax_diff.verify import worker
+
+    monkeypatch.setenv(worker.TRACE_ENV, str(trace))  # workers of a Ray started here inherit it
     killed: list[tuple[str, int]] = []
 
     def kill_the_first_worker_that_starts_a_unit() -> None:

@@ -111,7 +111,9 @@ def test_head_with_a_differing_work_tree_says_so_in_one_line(upstreams, capsys, 
     for _ in range(2):  # cold, then answered from the fact cache: the notice stays
         data, err = report_json(upstreams, capsys, "--slm", "HEAD")
         assert data["slm"]["facts"]["value_loss_coef"]["value"] == 0.4
-        warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+        # (verify may also warn that the installed Brax trainer is not the ref's: another matter)
+        warnings = [line for line in err.splitlines() if line.startswith("warning:") and "Brax trainer" not in line
+                    and "trainer files" not in line]
         assert len(warnings) == 1 and warnings[0].startswith("warning: slm: read HEAD (")
         assert warnings[0].endswith(f"1 file(s) read differ in the work tree ({SPEC_PATH}); --slm WORKTREE "
                                     "reads them as on disk")
@@ -133,7 +135,9 @@ def test_fix_and_verify_say_so_too_when_they_read_head_under_an_edit(upstreams, 
         code = main(argv)
         out, err = capsys.readouterr()
         assert code == 0, (name, err)
-        warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+        # (verify may also warn that the installed Brax trainer is not the ref's: another matter)
+        warnings = [line for line in err.splitlines() if line.startswith("warning:") and "Brax trainer" not in line
+                    and "trainer files" not in line]
         assert len(warnings) == 1 and warnings[0].startswith("warning: slm: read HEAD ("), (name, err)
         assert warnings[0].endswith(notice) and "read HEAD" not in out, name
     subprocess.run(["git", "-C", str(upstreams["slm"]), "checkout", "-q", "--", SPEC_PATH], check=True)

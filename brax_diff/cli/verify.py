@@ -129,6 +129,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
                       reference=not no_reference, deterministic=deterministic, engine=engine, **options)
     plan.spec_sets = dict(spec_sets)
+    measured = load_throughput(throughput)  # a bad file is one error line before any warning
     if plan.with_reference:
         from ..verify.trainer_files import compare, installed_trainer, notice, ref_trainer
 
@@ -141,7 +142,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         line = notice(plan.reference_trainer)
         if line:
             _echo(f"warning: {line}", err=True)
-    cost = estimate(plan, load_throughput(throughput), jobs, device="gpu" if preset == "gpu" else None)
+    cost = estimate(plan, measured, jobs, device="gpu" if preset == "gpu" else None)
     if plan_only:
         if fmt == "json":
             print_json(dict(plan.to_json(), estimate=cost.to_json(), presets=PRESETS, power=plan.power()))

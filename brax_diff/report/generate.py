@@ -101,9 +101,8 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
     scopes = run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
-    if previous and not Path(previous).is_file():  # a mistyped path would compare with nothing, silently
-        raise BraxDiffError(f"--previous {previous}: " + ("not a regular file" if Path(previous).exists()
-                                                          else "no such file"))
+    if previous and not Path(previous).exists():  # a mistyped path would compare with nothing, silently
+        raise BraxDiffError(f"--previous {previous}: no such file")
     loaded_verification = read_verification(verification) if verification else None
     for text in run.extract_ahead(scopes):
         line(text)
