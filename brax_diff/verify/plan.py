@@ -81,6 +81,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 # The most each count flag may ask for (docs/verify.md#limits): far above any real run (the
 # presets: 5 seeds, 5M steps, 128 eval envs), and low enough that planning one stays quick and
 # small (a plan holds a run per arm, environment and seed: 10**8 seeds exhausted memory).
+POWER_SIMULATED_UP_TO = 64  # seeds; `verify --plan` simulates power up to here (seconds), not above
 COUNT_LIMITS: dict[str, int] = {"seeds": 1_000, "budget": 10_000_000_000, "num_envs": 65_536, "evals": 1_000,
                                 "eval_envs": 65_536, "jobs": 1_024}
 _DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
@@ -330,9 +331,11 @@ class Plan:
         from . import stats
 
         level = stats.ALPHA / 3
-        return {"seeds": self.seeds, "level": level, "power": stats.POWER, "test": stats.TEST_NAME,
-                "seeds_needed": stats.seeds_needed(level),
-                "detectable": stats.power_table(self.seeds, level, sims=sims)}
+        out = {"seeds": self.seeds, "level": level, "power": stats.POWER, "test": stats.TEST_NAME,
+               "seeds_needed": stats.seeds_needed(level)}
+        if self.seeds > POWER_SIMULATED_UP_TO:  # the simulation's cost grows with the seeds: bounded time
+            return {**out, "detectable": None, "not_simulated": f"more than {POWER_SIMULATED_UP_TO} seeds"}
+        return {**out, "detectable": stats.power_table(self.seeds, level, sims=sims)}
 
     def render(self, estimate: "Estimate | None" = None, power: dict[str, Any] | None = None) -> str:
         """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
@@ -396,6 +399,9 @@ class Plan:
 
 def _render_power(power: Mapping[str, Any]) -> str:
     shapes = power["detectable"]
+    if shapes is None:
+        return (f"power: not simulated at {power['seeds']} seeds ({power['not_simulated']}; the simulation's "
+                "time grows with the seeds)")
     if all(v is None for v in shapes.values()):
         return (f"power: at {power['seeds']} seeds the paired test cannot reject at {power['level']:.3g} "
                 f"(the gap family's first Holm level); {power['seeds_needed']} seeds are needed")
