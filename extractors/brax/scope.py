@@ -15,7 +15,7 @@ import libcst as cst
 
 from brax_diff.facts.model import Provenance
 
-from ..engine.pyast import (Code, IndexedModule, NotLiteral, PyModule, calls_named, descendants,  # noqa: F401 (re-exported)
+from ..engine.pyast import (plain, Code, IndexedModule, NotLiteral, PyModule, calls_named, descendants,  # noqa: F401 (re-exported)
                     dotted_name, literal)
 
 
@@ -105,15 +105,6 @@ def last_identifier(value: Any) -> str | None:
         text = value.text.split("(", 1)[0].strip()
         return text.rsplit(".", 1)[-1] or None
     return None
-
-
-def plain(value: Any) -> Any:
-    """A literal as a JSON-native fact value: tuples become lists."""
-    if isinstance(value, tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
 
 
 __all__ = ["IndexedModule", "Setting", "Scope", "PatternNotFound", "NotLiteral", "descendants", "calls_named", "names_in",

@@ -445,3 +445,12 @@ def calls_named(node: cst.CSTNode, suffix: str) -> list[cst.Call]:
             if name == suffix or name.endswith("." + suffix):
                 found.append(child)
     return found
+
+
+def plain(value: Any) -> Any:
+    """A literal as a JSON-native fact value: tuples become lists."""
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value

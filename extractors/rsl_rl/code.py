@@ -12,7 +12,7 @@ import libcst as cst
 from brax_diff.errors import SourceError
 from brax_diff.facts.model import Provenance
 
-from ..engine.pyast import Code, IndexedModule, LimitExceeded, descendants, parse_file
+from ..engine.pyast import Code, IndexedModule, LimitExceeded, descendants, parse_file, plain  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -95,15 +95,6 @@ class File:
             if all(w in text for w in wanted):
                 return node
         return None
-
-
-def plain(value: Any) -> Any:
-    """A value for a fact: tuples as lists; ``Code`` stays ``Code`` (the caller decides)."""
-    if isinstance(value, tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
 
 
 def is_code(value: Any) -> bool:
