@@ -30,9 +30,16 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_ships_the_extractors_inside_the_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/", 1)[0] for n in names} == {"brax_diff", f"{wheel.name.split('-')[0]}-0.2.0.dist-info"}
-    for module in ("brax.py", "slm.py", "flow.py", "mapping.py", "__init__.py", "rsl_rl/__init__.py", "rsl_rl/facts.py"):
-        assert f"brax_diff/extractors/{module}" in names
-    assert "brax_diff/templates/report.md.j2" in names
+    # every module of the tree, at its place under brax_diff/: a subpackage missing from pyproject's
+    # list installs a brax-diff that fails on its first import
+    for module in sorted(ROOT.glob("brax_diff/**/*.py")):
+        assert module.relative_to(ROOT).as_posix() in names
+    for module in sorted(ROOT.glob("extractors/**/*.py")):
+        assert f"brax_diff/{module.relative_to(ROOT).as_posix()}" in names
+    for template in sorted(ROOT.glob("templates/*.j2")):
+        assert f"brax_diff/templates/{template.name}" in names
+    for data in sorted(ROOT.glob("brax_diff/data/*")):
+        assert data.relative_to(ROOT).as_posix() in names
     assert not any(n.startswith("extractors/") for n in names)
 
 
@@ -50,8 +57,9 @@ def test_the_installed_package_imports_its_own_extractors(wheel, tmp_path):
                           timeout=120, env=clean)
     assert done.returncode == 0, done.stderr
     brax_file, slm_file, folder = done.stdout.splitlines()
-    site = Path(brax_file).parent.parent
-    assert Path(brax_file) == site / "extractors" / "brax.py" and Path(slm_file).parent == site / "extractors"
+    site = Path(brax_file).parent.parent.parent
+    assert Path(brax_file) == site / "extractors" / "brax" / "extractor.py"
+    assert Path(slm_file) == site / "extractors" / "slm" / "extractor.py"
     assert str(site).startswith(str(env_dir)) and Path(folder) == site / "extractors"
 
 
