@@ -23,10 +23,12 @@ from upstream_repos import make_upstreams, repo_flags
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
-# Runs `brax-diff ARGV` with every extraction logged as (pid, what) to LOG; with FAIL_IN_CHILD
-# set, an SLM-Lab variant extracted outside the first process raises.
+# Runs `brax-diff ARGV` with every extraction logged as (in this process?, what, args) to LOG;
+# with FAIL_IN_CHILD set, an SLM-Lab variant extracted outside the first process raises. The
+# report's fix solver re-extracts edited copies of the spec (brax_diff.fix.solver): those are
+# logged apart, as "edited", and are not the extractions this file counts.
 PROBE = r"""
-import json, os, sys
+import hashlib, json, os, sys
 from brax_diff.cli import main
 from brax_diff.extractors.brax.extractor import BraxExtractor
 from brax_diff.extractors.slm.extractor import SlmExtractor
@@ -35,12 +37,17 @@ log, parent, argv = sys.argv[1], os.getpid(), json.loads(sys.argv[2])
 def logged(cls, method):
     original = getattr(cls, method)
     def wrapper(self, *args):
-        if os.environ.get("FAIL_IN_CHILD") and os.getpid() != parent and method == "variant":
+        edited = method == "variant" and self.snapshot.read(self.spec_path) != committed(self)
+        if os.environ.get("FAIL_IN_CHILD") and os.getpid() != parent and method == "variant" and not edited:
             raise RuntimeError("a child that fails")
         with open(log, "a") as out:
-            out.write(json.dumps([os.getpid() == parent, method, list(args)]) + "\n")
+            out.write(json.dumps([os.getpid() == parent, "edited" if edited else method, list(args)]) + "\n")
         return original(self, *args)
     setattr(cls, method, wrapper)
+
+def committed(extractor):
+    snapshot = getattr(extractor.snapshot, "base", extractor.snapshot)
+    return snapshot.repository.resolve(snapshot.sha).read(extractor.spec_path)
 
 for method in ("env", "family"):
     logged(BraxExtractor, method)
@@ -68,7 +75,8 @@ def report(upstreams, tmp_path: Path, name: str, processes: int, cache: Path | N
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     files = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
-    calls = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
+    logged = [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.exists() else []
+    calls = [call for call in logged if call[1] != "edited"]
     return files, calls, done.stderr
 
 

@@ -15,6 +15,7 @@ from brax_diff.report import cache as report_cache
 from brax_diff.cli import main
 from brax_diff.facts.scope import Scope
 from brax_diff.sources.repository import Repository, Snapshot
+from brax_diff.sources.worktree import resolve_ref
 from upstream_repos import make_upstreams, repo_flags
 
 
@@ -131,18 +132,19 @@ def test_every_input_moves_the_key(upstreams, tmp_path, monkeypatch):
     assert key() != keys["base"]
     # Unknowable: an answer the fact cache lacks, a snapshot of a work tree.
     assert key(the_calls=[(Answering(None), "family", ("dm_control",))]) is None
-    worktree = Repository(upstreams["slm"], "slm").resolve("WORKTREE")
+    worktree = resolve_ref(Repository(upstreams["slm"], "slm"), "WORKTREE")
     assert key(snaps={**snapshots, "slm": worktree}) is None
 
 
 def test_the_code_digest_covers_the_package_templates_and_extractors():
-    root = Path(report_cache.__file__).resolve().parent
+    package = Path(report_cache.__file__).resolve().parent.parent
     report_cache.code_digest.cache_clear()
     before = report_cache.code_digest()
-    for probe in (root / "data" / "rules.yaml", root.parent / "templates" / "report.md.j2",
-                  root.parent / "extractors" / "flow.py"):
-        if not probe.exists():
-            continue
+    probes = (package / "data" / "rules.yaml", package / "compare" / "rules.py",
+              package.parent / "templates" / "report.md.j2", package.parent / "extractors" / "engine" / "flow.py",
+              package.parent / "extractors" / "slm" / "extractor.py")
+    assert all(probe.is_file() for probe in probes), probes  # a moved file is a test to update, not to skip
+    for probe in probes:
         original = probe.read_bytes()
         try:
             probe.write_bytes(original + b"\n")

@@ -317,7 +317,7 @@ def test_compiled_fix_templates_kept_on_disk_render_the_same_fixes(tmp_path):
     script = ("import json, sys\n"
               f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
               "import report_fixtures as rfx\n"
-              "from brax_diff import rules\n"
+              "from brax_diff.compare import rules\n"
               "from brax_diff.compare.pairing import compare\n"
               "found = rules.classify(compare(rfx.brax_extraction(), rfx.slm_extraction()), rules.load_rules())\n"
               "print(json.dumps([c.to_json() for c in found], sort_keys=True))\n"
