@@ -72,6 +72,16 @@ def test_same_inputs_give_the_same_bytes():
     assert written() == written()
 
 
+def test_one_document_writes_round_after_round_as_a_fresh_one_would():
+    """The fix solver writes a variant a round from one parsed document: a write leaves nothing
+    behind in it (another variant, a comment, an anchor) that a later write would carry."""
+    document = SpecDocument(SPEC, fx.SPEC_PATH, SETS)
+    rounds = [WRITES[:1], WRITES, [], WRITES[2:], WRITES]
+    for writes in rounds:
+        assert document.with_variant("ppo_fx", "ppo_fx_brax", list(writes), HEADER) == written(writes=writes)
+    assert document.top_level() == SpecDocument(SPEC, fx.SPEC_PATH, SETS).top_level()
+
+
 def test_a_variant_without_writes_is_the_base_itself():
     text = written(writes=[])
     after = SpecFile(text, fx.SPEC_PATH, SETS)

@@ -592,9 +592,9 @@ def _written_lines(document: SpecDocument, solution: Solution) -> dict[str, set[
 
 
 def _edit_lines(document: SpecDocument, text: str, name: str, edits: Iterable[Edit]) -> dict[str, set[int]]:
-    from brax_diff.extractors.slm.spec import SpecFile
+    from brax_diff.extractors.slm.spec import read_spec_file
 
-    lines = SpecFile(text, document.path, document.sets).resolve(name).lines
+    lines = read_spec_file(text, document.path, document.sets).resolve(name).lines
     out: dict[str, set[int]] = {}
     for edit in edits:
         for write in edit.writes:

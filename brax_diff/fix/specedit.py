@@ -210,17 +210,17 @@ class SpecDocument:
     """One spec file's text, read by ruamel.yaml (to write) and by SLM-Lab's reading (to check)."""
 
     def __init__(self, text: str, path: str, sets: dict[str, str] | None = None) -> None:
-        from brax_diff.extractors.slm.spec import SpecFile
+        from brax_diff.extractors.slm.spec import read_spec_file
 
         if path.endswith(".json"):
             raise SpecError(f"{path}: brax-diff fix writes YAML spec files; this one is JSON")
         self.text = text
         self.path = path
         self.sets = dict(sets or {})
-        self.spec_file = SpecFile(text, path, sets)
-        self._load()  # a file ruamel.yaml cannot read is refused before any work
+        self.spec_file = read_spec_file(text, path, sets)
+        self._root = self._parse()  # a file ruamel.yaml cannot read is refused before any work
 
-    def _load(self) -> CommentedMap:
+    def _parse(self) -> CommentedMap:
         try:
             root = _yaml().load(self.text)
         except YAMLError as exc:
@@ -230,12 +230,13 @@ class SpecDocument:
             raise SpecError(f"{self.path}: cannot be round-tripped: the top level is not a mapping")
         return root
 
+
     def variants(self) -> list[str]:
         return self.spec_file.variants()
 
     def top_level(self) -> list[str]:
         """Every top-level key (variants and ``_`` anchor holders), as ruamel.yaml reads them."""
-        return [str(key) for key in self._load()]
+        return [str(key) for key in self._root]
 
     def resolved(self, variant: str) -> dict:
         """The variant as SLM-Lab reads it (placeholders set, anchors and merges resolved)."""
@@ -244,18 +245,23 @@ class SpecDocument:
     def with_variant(self, base: str, name: str, writes: list[Write], header: list[str]) -> str:
         """The file's text with variant ``name``: ``base`` with ``writes`` applied, after
         ``header`` (comment lines). Checked: see the module docstring."""
-        from brax_diff.extractors.slm.spec import SpecFile
+        from brax_diff.extractors.slm.spec import read_spec_file
 
         if not VARIANT_NAME.match(name):
             raise SpecError(f"variant name {name!r}: use letters, digits and _ (starting with a letter)")
-        root = self._load()
+        root = self._root  # parsed once: the fix solver writes a variant every round
         if name in root:
             raise SpecError(f"{self.path} already has a top-level key {name!r}; choose another --name")
         if not isinstance(root.get(base), CommentedMap):
             raise SpecError(f"{self.path}: variant {base} is not a mapping ruamel.yaml can read")
+        # The new variant is built of new nodes (an anchored original is only referred to), so
+        # taking it out again after the dump leaves the parsed file as it was read.
         root[name] = _override(root[base], _nest(writes)) if writes else _shared(root[base])
-        out = io.StringIO()
-        _yaml().dump(root, out)
+        try:
+            out = io.StringIO()
+            _yaml().dump(root, out)
+        finally:
+            del root[name]
         dumped = out.getvalue()
         start = dumped.rfind(f"\n{name}:")
         if start < 0:
@@ -265,12 +271,12 @@ class SpecDocument:
         block = re.sub(r"(?m)(?<=\S) (# [A-Z]{2,4}\d{3}\b.*)$", r"  \1", dumped[start + 1:])
         text = self.text if self.text.endswith("\n") or not self.text else self.text + "\n"
         text += "\n" + "".join(f"# {line}\n" if line else "#\n" for line in header) + block
-        self._check(SpecFile, text, base, name, writes)
+        self._check(read_spec_file, text, base, name, writes)
         return text
 
-    def _check(self, spec_file_class, text: str, base: str, name: str, writes: list[Write]) -> None:
+    def _check(self, read, text: str, base: str, name: str, writes: list[Write]) -> None:
         try:
-            after = spec_file_class(text, self.path, self.sets)
+            after = read(text, self.path, self.sets)
             got = after.resolve(name).data
         except SpecError as exc:
             raise SpecError(f"{self.path}: cannot be round-tripped: the written variant does not read back ({exc})") \

@@ -40,7 +40,7 @@ from ..engine import flow, semantics
 from . import code as code
 from .run import SlmRun
 from .setup import SETUP_KEYS, SetupFacts
-from .spec import ResolvedSpec, SpecFile
+from .spec import ResolvedSpec, read_spec_file
 from ..mapping import FAMILIES, load_mapping, validate_mapping  # noqa: F401 (re-exported)
 from ..engine.value_loss import value_loss_form
 
@@ -103,7 +103,7 @@ class SlmExtractor:
         self.spec_path = spec
         if not snapshot.exists(spec):
             raise SpecError(f"spec file {spec} not found at {snapshot.ref} ({snapshot.sha[:12]})")
-        self.spec_file = SpecFile(snapshot.read(spec), spec, sets)
+        self.spec_file = read_spec_file(snapshot.read(spec), spec, sets)
         self.mapping = validate_mapping(mapping) if mapping is not None else load_mapping()
         self.tree = code.SourceTree(snapshot)
 

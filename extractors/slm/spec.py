@@ -14,6 +14,7 @@ Nothing from the spec is executed: only PyYAML's safe composer and constructor r
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -168,6 +169,18 @@ def substitute(text: str, sets: dict[str, str] | None) -> str:
         # A number replaces the quoted placeholder too, so it loads as a number.
         text = text.replace(f'"${{{key}}}"', canonical).replace(f"${{{key}}}", canonical)
     return text
+
+
+def read_spec_file(text: str, path: str, sets: dict[str, str] | None = None) -> "SpecFile":
+    """``SpecFile(text, path, sets)``, parsed once: the fix solver reads one edited text back
+    as a check and again as an extraction, and composing a large spec is the slow part of both.
+    A SpecFile is not changed after it is made (each ``resolve`` builds new data)."""
+    return _parsed(text, path, tuple(sorted((sets or {}).items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str, path: str, sets: tuple[tuple[str, str], ...]) -> "SpecFile":
+    return SpecFile(text, path, dict(sets))
 
 
 class SpecFile:
