@@ -8,11 +8,13 @@ import pytest
 
 from test_verify_plan import BRAX_VALUES, SLM_VALUES, extraction
 
+from brax_diff.facts.vocabulary import KEYS
 from brax_diff.verify import build_plan
 from brax_diff.verify.equivalence import equivalence_summary, tost
 from brax_diff.verify.settings import BRAX_SEMANTICS, SEMANTICS, TrainerSettings, settings_from_facts
 
-BRAX_WITH_SEMANTICS = dict(BRAX_VALUES, gae_recompute="per_minibatch", obs_norm_update="per_batch_before_sgd",
+BRAX_WITH_SEMANTICS = dict(BRAX_VALUES, gae_recompute="per_minibatch", advantage_form="vtrace_pg",
+                           obs_norm_update="per_batch_before_sgd",
                            entropy_estimator="sampled_squashed", grad_clip_scope=None,
                            truncation="mask_bootstrap_last_state", value_target_normalization=False)
 SLM_WITH_SEMANTICS = dict(SLM_VALUES, gae_recompute="per_update", obs_norm_update="per_env_step",
@@ -30,7 +32,7 @@ def test_stand_in_runs_brax_values_and_brax_semantics_and_no_other_arm_moves_a_s
     assert list(runs) == ["baseline", "all_fixes", "reference", "stand_in"]
     stand_in = TrainerSettings.from_json(runs["stand_in"].settings)
     assert {k: getattr(stand_in, k) for k in BRAX_SEMANTICS} == BRAX_SEMANTICS
-    assert stand_in.advantage_form == "one_step_on_vs" and stand_in.value_target_normalization is False
+    assert stand_in.advantage_form == "vtrace_pg" and stand_in.value_target_normalization is False
     assert (stand_in.clip_epsilon, stand_in.unrolls_per_update, stand_in.value_loss_coef) == (0.3, 2, 0.25)
     for arm in ("baseline", "all_fixes"):
         settings = TrainerSettings.from_json(runs[arm].settings)
@@ -43,6 +45,13 @@ def test_stand_in_runs_brax_values_and_brax_semantics_and_no_other_arm_moves_a_s
     assert batched["stand_in"] == "single" and batched["baseline"] != "single"
 
 
+def test_the_trainer_names_each_semantic_as_the_vocabulary_does():
+    """The plan moves an extracted value straight into a setting: a trainer spelling the
+    vocabulary lacks makes the stand_in refuse Brax's own facts (it did, for advantage_form)."""
+    for name, values in SEMANTICS.items():
+        assert set(values) <= set(KEYS[name].choices), name
+
+
 def test_a_semantic_fact_is_applied_only_when_asked():
     values = dict(BRAX_WITH_SEMANTICS, num_envs=16)
     assert settings_from_facts(values)[0].gae_recompute == "per_update"
@@ -52,11 +61,11 @@ def test_a_semantic_fact_is_applied_only_when_asked():
 def test_per_minibatch_needs_whole_unrolls_and_brax_value_loss():
     with pytest.raises(Exception, match="whole unrolls"):
         TrainerSettings(num_envs=4, unroll_length=10, minibatch_transitions=8, gae_recompute="per_minibatch",
-                        advantage_form="one_step_on_vs", value_target_normalization=False)
+                        advantage_form="vtrace_pg", value_target_normalization=False)
     with pytest.raises(Exception, match="no value target normalization"):
         TrainerSettings(num_envs=4, unroll_length=10, minibatch_transitions=20, gae_recompute="per_minibatch")
     with pytest.raises(Exception, match="needs gae_recompute per_minibatch"):
-        TrainerSettings(advantage_form="one_step_on_vs")
+        TrainerSettings(advantage_form="vtrace_pg")
 
 
 class _WalkEnv:

@@ -280,7 +280,7 @@ def brax_advantages(rewards: torch.Tensor, values: torch.Tensor, bootstrap: torc
 
     vs = lambda-GAE + V (what Brax's ``compute_gae`` returns first); the advantage is the GAE itself
     (``advantage_form="gae"``) or Brax's ``(r + discount (1 - term) vs_{t+1} - V_t) x (1 - trunc)``
-    with vs_{T} the bootstrap value (``"one_step_on_vs"``)."""
+    with vs_{T} the bootstrap value (``"vtrace_pg"``)."""
     next_values = torch.cat([values[1:], bootstrap[None]])
     lambda_gae = gae(rewards, values, next_values, terminated, truncated, discount, lam, truncation)
     vs = lambda_gae + values

@@ -23,12 +23,13 @@ from ..errors import BraxDiffError
 # What GAE may do at a time limit in this trainer (vocabulary `truncation`): SLM-Lab's and Brax's.
 TRUNCATIONS = ("bootstrap_next_obs_across_reset", "mask_bootstrap_last_state")
 # The loss-level semantics of issue 22 (vocabulary enums), each with the values this trainer runs:
-# SLM-Lab's first (the default), Brax's second. `advantage_form` is a trainer setting with no
-# canonical key yet: "gae" is lambda-GAE (SLM-Lab's calc_gaes); "one_step_on_vs" is Brax's
-# compute_gae, r + discount x vs_{t+1} - V_t on the lambda-returns vs.
+# SLM-Lab's first (the default), Brax's second, named as the vocabulary names them (the plan
+# moves an extracted value straight into a setting): for `advantage_form`, "gae" is lambda-GAE
+# (SLM-Lab's calc_gaes); "vtrace_pg" is Brax's compute_gae, r + discount x vs_{t+1} - V_t on the
+# lambda-returns vs.
 SEMANTICS = {
     "gae_recompute": ("per_update", "per_minibatch"),
-    "advantage_form": ("gae", "one_step_on_vs"),
+    "advantage_form": ("gae", "vtrace_pg"),
     "grad_clip_scope": ("per_network", "global"),
     "obs_norm_update": ("per_env_step", "per_batch_before_sgd"),
     "entropy_estimator": ("analytic", "sampled_squashed"),
@@ -124,7 +125,7 @@ class TrainerSettings:
     value loss is 0.5 x (vs - V)^2 x 2 value_loss_coef on the lambda-returns vs, the advantages are
     standardized with the population std). Needs minibatches of whole unrolls."""
     advantage_form: str = "gae"
-    """"gae": lambda-GAE; "one_step_on_vs": Brax's r + discount x vs_{t+1} - V_t (per_minibatch only)."""
+    """"gae": lambda-GAE; "vtrace_pg": Brax's r + discount x vs_{t+1} - V_t (per_minibatch only)."""
     grad_clip_scope: str = "per_network"
     """"per_network": each network its own Adam and its own clip (SLM-Lab); "global": one Adam over the
     policy's and the value's parameters, one clip over all their gradients (Brax's optax chain)."""
@@ -193,7 +194,7 @@ class TrainerSettings:
             if self.value_target_normalization or self.value_clipping is not None:
                 yield "gae_recompute per_minibatch is Brax's loss: no value target normalization, no value clipping"
         elif self.advantage_form != "gae":
-            yield "advantage_form one_step_on_vs is computed inside the loss: it needs gae_recompute per_minibatch"
+            yield "advantage_form vtrace_pg is computed inside the loss: it needs gae_recompute per_minibatch"
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -241,6 +242,7 @@ UNSUPPORTED_KEYS = {
     "grad_clip_scope": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
     "obs_norm_update": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
     "entropy_estimator": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
+    "advantage_form": "a semantic of Brax's loss: the stand_in arm runs Brax's, no other arm moves it",
 }
 
 # What the trainer always does for those keys: a baseline whose SLM-Lab value differs is not
