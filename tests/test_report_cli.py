@@ -314,6 +314,13 @@ def test_verification_verdicts_join_the_report_with_plot_links(workspace, capsys
     assert run(workspace, "--family", "dm_control", "--verification", str(path)) == 0
     text = (workspace["work"] / "reports" / "dm_control.md").read_text(encoding="utf-8")
     assert "## Verification" in text and "| Fix | Verification |" in text
+    section = text[text.index("## Verification"):text.index("## Recommended order")]
+    # it leads with what may be concluded and what not, before the protocol and the tables
+    assert section.index("**What these runs may conclude.**") < section.index("**What they may not.**") \
+        < section.index("Short PPO trainings")
+    assert "\n- No stand-in ran (`--arms gap,stand_in` runs it)" in section
+    assert "| Environment | baseline | all_fixes | reference |\n| --- | ---: | ---: | ---: |\n" \
+           "| CartpoleBalance | 220 (0/10) | 658 (0/10) | 770 (2/10) |\n" in section
     assert "([verify.json](../runs/verify.json))" in text
     assert "[inconclusive](../runs/plots/CartpoleBalance-loo-clip_epsilon.png) at 10 seeds, loo Δ" in text
     data = json.loads((workspace["work"] / "reports" / "dm_control.json").read_text())

@@ -183,3 +183,41 @@ def test_equivalence_summary_is_true_only_when_every_env_is():
     assert summary["envs"]["A"]["equivalent"] is True and summary["envs"]["B"]["equivalent"] is False
     assert summary["equivalent"] is False and summary["margin"] == 100.0
     assert equivalence_summary({"A": ([1.0], [1.0])})["equivalent"] is None
+
+
+def _recorded(built, scores):
+    from brax_diff.verify.cache import OK, RunResult
+
+    return [RunResult(spec, OK, spec.scoring.checkpoints, [0.0, scores[spec.arm][spec.seed]],
+                      scores[spec.arm][spec.seed], spec.budget, 10.0, score_kind=spec.scoring.kind)
+            for spec in built.runs]
+
+
+def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
+    """Issue 23: the gap against the reference and against the stand-in. The stand-in family is
+    corrected on its own (Holm over its comparisons), and each of its rows reads "<arm> vs
+    stand_in", the way the rows against the reference read."""
+    from brax_diff.verify.runner import equivalence, gap_summary, verdicts
+
+    built = build_plan(extraction("brax", BRAX_WITH_SEMANTICS), extraction("slm", SLM_WITH_SEMANTICS),
+                       envs=["CartpoleBalance"], seeds=10, budget=1600, arms=("gap", "stand_in"))
+    scores = {"baseline": [210.0, 230.0, 190.0, 250.0, 220.0] * 2,
+              "all_fixes": [640.0, 700.0, 610.0, 680.0, 660.0] * 2,
+              "reference": [760.0, 800.0, 720.0, 780.0, 790.0] * 2,
+              "stand_in": [770.0, 790.0, 735.0, 770.0, 785.0] * 2}
+    runs = _recorded(built, scores)
+    decided = verdicts(built, runs)
+    family = {v["name"]: v for v in decided if v["family"] == "stand_in"}
+    assert sorted(family) == ["stand_in_vs_all_fixes", "stand_in_vs_baseline"]  # no spec_fixes arm planned
+    assert {v["tests_in_family"] for v in family.values()} == {2}
+    assert family["stand_in_vs_baseline"]["delta"] == pytest.approx(770.0 - 220.0)
+    assert family["stand_in_vs_baseline"]["verdict"] == "supported"
+    gap = gap_summary(built, runs, decided)
+    behind = gap["baseline_vs_stand_in"]
+    assert (behind["arm"], behind["vs"], behind["verdict"]) == ("baseline", "stand_in", "not_supported")
+    assert behind["delta"] == pytest.approx(220.0 - 770.0) and behind["ci"][1] < 0
+    assert gap["all_fixes_vs_stand_in"]["delta"] == pytest.approx(658.0 - 770.0)
+    # the gap family is what it was: the stand-in adds no test to it
+    assert {v["tests_in_family"] for v in decided if v["family"] == "gap"} == {3}
+    same = equivalence(built, runs)
+    assert same["envs"]["CartpoleBalance"]["equivalent"] is True and same["equivalent"] is True

@@ -1,9 +1,12 @@
 """A ``brax-diff verify`` result (its verify.json) as the report shows it.
 
-Static: reads JSON, imports nothing of the training stack. The report leads with the gap
-(baseline and all_fixes against Brax's trainer, the fraction of the gap the fixes close),
-then what each fix is worth with the others applied (leave-one-out), and puts each key's
-verdict beside its classification. Every number keeps its interval and its level, and every
+Static: reads JSON, imports nothing of the training stack. The report leads with what a
+maintainer may conclude and what not (:func:`conclusions`: whether the stand-in is shown to be
+Brax's trainer first, then each comparison resolved or not and what its seeds could have
+found, then the scale the runs stand for), then the gap (baseline, the fixes and the stand-in
+against Brax's trainer, the fraction of the gap the fixes close), the scores per environment,
+what each fix is worth with the others applied (leave-one-out), and puts each key's verdict
+beside its classification. Every number keeps its interval and its level, and every
 inconclusive one the effect its seed count could have found.
 """
 
@@ -21,7 +24,15 @@ GAP_ROWS = (
     ("all_fixes_vs_baseline", "{fixes} (all_fixes) vs SLM-Lab's settings (baseline)"),
     ("spec_fixes_vs_reference", "the spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference)"),
     ("spec_fixes_vs_baseline", "the spec variant `brax-diff fix` writes (spec_fixes) vs SLM-Lab's settings (baseline)"),
+    ("baseline_vs_stand_in", "SLM-Lab's settings (baseline) vs the stand-in (stand_in)"),
+    ("all_fixes_vs_stand_in", "{fixes} (all_fixes) vs the stand-in (stand_in)"),
+    ("spec_fixes_vs_stand_in", "the spec variant `brax-diff fix` writes (spec_fixes) vs the stand-in (stand_in)"),
 )
+# Arms in the order the per-environment table shows them, with what each is.
+ARMS = (("baseline", "SLM-Lab's settings"), ("spec_fixes", "the spec variant `brax-diff fix` writes"),
+        ("all_fixes", "every expressible fix, code changes included"),
+        ("stand_in", "Brax's settings and loss semantics in the PyTorch trainer"),
+        ("reference", "Brax's own trainer"))
 # What all_fixes trained (plan.all_fixes.from; a verify.json without it predates the spec arm)
 ALL_FIXES_TITLES = {"settings": "every expressible fix, trainer-level, code changes included",
                     "spec": "the spec variant `brax-diff fix` writes"}
@@ -91,6 +102,114 @@ def _typed(entry: dict) -> dict:
     return out
 
 
+def _equivalence(raw: Any) -> dict | None:
+    """verify.json ``equivalence`` (stand_in vs reference, TOST per env), typed; None if absent."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("envs"), dict):
+        return None
+    envs = []
+    for env, test in sorted(raw["envs"].items()):
+        if not isinstance(test, dict):
+            continue
+        row: dict[str, Any] = {"env": str(env), "equivalent": test.get("equivalent")
+                               if test.get("equivalent") in (True, False) else None}
+        for name in ("difference", "p_lower", "p_upper"):
+            if _number(test.get(name)):
+                row[name] = test[name]
+        for name in ("n_stand_in", "n_reference"):
+            if isinstance(test.get(name), int) and not isinstance(test.get(name), bool):
+                row[name] = test[name]
+        if isinstance(test.get("reason"), str):
+            row["reason"] = test["reason"]
+        envs.append(row)
+    return {"margin": raw.get("margin") if _number(raw.get("margin")) else None,
+            "alpha": raw.get("alpha") if _number(raw.get("alpha")) else None,
+            "equivalent": raw.get("equivalent") if raw.get("equivalent") in (True, False) else None, "envs": envs}
+
+
+def per_env_scores(runs: list[dict], envs: list[str], threshold: Any) -> dict:
+    """Each arm's finished scores per env: mean, count, and how many reached ``threshold``
+    (the plan's solve threshold; None: not counted). Descriptive: the tests are the gap's."""
+    present = {r.get("arm") for r in runs}
+    arms = [(arm, what) for arm, what in ARMS if arm in present]
+    rows = []
+    for env in envs:
+        cells = {}
+        for arm, _ in arms:
+            scores = [r["score"] for r in runs if r.get("env") == env and r.get("arm") == arm
+                      and r.get("status") == "ok" and _number(r.get("score"))]
+            cells[arm] = {"n": len(scores), "mean": sum(scores) / len(scores) if scores else None,
+                          "solved": sum(1 for x in scores if x >= threshold) if _number(threshold) else None}
+        rows.append({"env": env, "cells": cells})
+    return {"arms": [{"name": arm, "what": what} for arm, what in arms], "rows": rows,
+            "threshold": threshold if _number(threshold) else None}
+
+
+def _pm(value: float) -> str:
+    return f"{value:+.4g}"
+
+
+def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol: dict, planned_arms: set[str]
+                ) -> dict[str, list[str]]:
+    """What a maintainer may conclude from the runs and what not, in sentences: the stand-in
+    first (is the gap against the reference the gap against Brax?), then each comparison of the
+    gap table, then the fraction closed, then the scale the runs stand for."""
+    may: list[str] = []
+    may_not: list[str] = []
+    margin = equivalence.get("margin") if equivalence else None
+    if equivalence is not None:
+        failed = [e for e in equivalence["envs"] if e["equivalent"] is False]
+        untested = [e for e in equivalence["envs"] if e["equivalent"] is None]
+        if equivalence["equivalent"] is True:
+            may.append(f"The stand-in (Brax's settings and loss semantics in the PyTorch trainer) scores as Brax's own "
+                       f"trainer does, within ±{margin:g} on every environment (two one-sided tests at "
+                       f"{equivalence.get('alpha') or 0.05:g}): the gap against it is the gap against Brax.")
+        else:
+            what = "; ".join(f"{e['env']} {_pm(e['difference'])}" for e in failed if "difference" in e)
+            may_not.append(
+                "**The stand-in is not shown to be Brax's trainer**: "
+                + (f"its scores are not shown within ±{margin:g} of the reference's on "
+                   f"{', '.join(e['env'] for e in failed)} (mean stand_in − reference: {what})" if failed else "")
+                + ("; " if failed and untested else "")
+                + (f"{', '.join(e['env'] for e in untested)}: too few runs to test" if untested else "")
+                + ". A gap against the reference then mixes SLM-Lab's differences with differences between the two "
+                  "trainers that no spec or code fix in SLM-Lab moves; the rows against the stand-in hold those apart.")
+    elif "reference" in planned_arms:
+        may_not.append("No stand-in ran (`--arms gap,stand_in` runs it): a gap against Brax's trainer mixes SLM-Lab's "
+                       "differences with differences between the two trainers.")
+    seeds = gap.get("seeds")
+    for row in rows:
+        entry = gap.get(row["name"]) or {}
+        title = row["title"]
+        n = entry.get("seeds", seeds)
+        if entry.get("verdict") in ("supported", "not_supported") and "ci" in entry:
+            higher = "higher" if entry["verdict"] == "supported" else "lower"
+            may.append(f"{title}: {entry.get('arm', 'the first')} scores {higher}, by {abs(entry['delta']):.4g} "
+                       f"([{entry['ci'][0]:.4g}, {entry['ci'][1]:.4g}] at {entry['ci_level']:.1%}, {n} paired seeds).")
+        elif "delta" in entry:
+            mde = entry.get("min_detectable_effect")
+            may_not.append(f"{title}: not resolved at {n} paired seeds (mean difference {_pm(entry['delta'])})"
+                           + (f"; a true difference of ±{mde:.3g} or more would have been found with 80% probability, "
+                              "a smaller one would not" if mde else "") + ".")
+    if gap.get("closed_fraction") == "unbounded":
+        may_not.append("How much of the gap the fixes close: the gap itself is not resolved, so the fraction is "
+                       "unbounded.")
+    envs = protocol.get("envs") or []
+    scale = []
+    if protocol.get("num_envs"):
+        scale.append(f"{protocol['num_envs']} envs")
+    if protocol.get("env_steps"):
+        scale.append(f"{protocol['env_steps']:,} env steps")
+    scale += [f"{k}={v}" for k, v in sorted((protocol.get("overrides") or {}).items())]
+    if len(envs) > 1:
+        may_not.append(f"Any one environment alone: each comparison averages the paired difference over "
+                       f"{', '.join(envs)}; the table below gives each environment's means, not a test of each.")
+    may_not.append(f"What happens at SLM-Lab's own operating point: these runs are scaled to a CPU"
+                   + (f" ({', '.join(scale)})" if scale else "")
+                   + "; a difference resolved here matters at this scale, and one not resolved here may still "
+                     "matter at 2048 envs and the full budget.")
+    return {"may": may, "may_not": may_not}
+
+
 def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict:
     out = _typed(entry)
     out["reading"] = reading(out)
@@ -128,6 +247,10 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
     interval = raw_gap.get("closed_fraction_ci")
     if isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval)):
         gap["closed_fraction_ci"] = interval
+    if _number(gap.get("closed_fraction")) and "closed_fraction_ci" not in gap:
+        # a ratio without its interval (a verify.json older than "unbounded"): its denominator's
+        # interval held 0, so the number is noise and is not shown
+        gap["closed_fraction"] = "unbounded"
     if isinstance(raw_gap.get("reason"), str):
         gap["reason"] = raw_gap["reason"]
     if isinstance(raw_gap.get("seeds"), int):
@@ -152,8 +275,7 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
     for trainer, figures in (result.get("throughput") or {}).items():
         if isinstance(figures, dict) and _number(figures.get("env_steps_per_s")):
             throughput[str(trainer)] = {k: v for k, v in figures.items() if _number(v)}
-    return {
-        "protocol": {
+    protocol = {
             "envs": envs, "seeds": whole(plan.get("seeds")), "env_steps": whole(plan.get("budget")),
             "requested_budget": whole(plan.get("requested_budget")), "num_envs": whole(plan.get("num_envs")),
             "score_kind": scoring.get("score_kind") if isinstance(scoring.get("score_kind"), str) else None,
@@ -170,10 +292,18 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
             # the fixes all_fixes moved: each would be one leave-one-out arm
             "fixes_moved": len({a.get("key") for a in plan.get("ablations", []) if isinstance(a, dict)
                                 and a.get("action") == "variant"}) if isinstance(plan.get("ablations"), list) else None,
-        },
+    }
+    gap_rows = [{"name": name, "title": title.format(fixes=ALL_FIXES_TITLES[all_fixes_from])}
+                for name, title in GAP_ROWS if name in gap]
+    equivalence = _equivalence(result.get("equivalence"))
+    planned = {r.get("arm") for r in runs if isinstance(r, dict)}
+    return {
+        "protocol": protocol,
+        "conclusions": conclusions(gap, gap_rows, equivalence, protocol, planned),
+        "equivalence": equivalence,
+        "per_env": per_env_scores([r for r in runs if isinstance(r, dict)], envs, plan.get("solve_threshold")),
         "gap": gap,
-        "gap_rows": [{"name": name, "title": title.format(fixes=ALL_FIXES_TITLES[all_fixes_from])}
-                     for name, title in GAP_ROWS if name in gap],
+        "gap_rows": gap_rows,
         "all_fixes_from": all_fixes_from,
         "gap_plots": gap_plots,
         "leave_one_out": loo,

@@ -11,6 +11,9 @@ allow, initial weights). Three families, each corrected on its own (Holm-Bonferr
 * ``gap``: all_fixes (trainer-level, code changes included) vs baseline, reference vs baseline,
   reference vs all_fixes, and where planned spec_fixes (the variant ``brax-diff fix`` writes)
   vs baseline and reference vs spec_fixes;
+* ``stand_in``: the gap against the stand-in (Brax's settings and loss semantics in this
+  trainer), where planned: stand_in vs baseline, all_fixes and spec_fixes. It reads as the gap
+  against Brax only as far as the stand-in is shown to be Brax's trainer (``equivalence``);
 * ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
 * ``variants``: variant:<key> vs baseline.
 """
@@ -46,6 +49,12 @@ GAP_COMPARISONS = {
     "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
     "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
     "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
+}
+# (x, y) of the stand_in family: the same gap measured against the stand-in
+STAND_IN_COMPARISONS = {
+    "stand_in_vs_baseline": (STAND_IN, BASELINE),
+    "stand_in_vs_all_fixes": (STAND_IN, ALL_FIXES),
+    "stand_in_vs_spec_fixes": (STAND_IN, SPEC_FIXES),
 }
 
 
@@ -156,6 +165,9 @@ def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
     gap = {name: (x, y, plan.envs) for name, (x, y) in GAP_COMPARISONS.items() if {x, y} <= arms}
     if gap:
         out += _family(results, plan, "gap", gap)
+    against_stand_in = {name: (x, y, plan.envs) for name, (x, y) in STAND_IN_COMPARISONS.items() if {x, y} <= arms}
+    if against_stand_in:
+        out += _family(results, plan, "stand_in", against_stand_in)
     for prefix, family, base in (("loo:", "loo", ALL_FIXES), ("variant:", "variants", BASELINE)):
         comparisons = {}
         for arm in sorted(a for a in arms if a.startswith(prefix)):
@@ -201,6 +213,9 @@ def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, An
     if SPEC_FIXES in arms:
         out.update(spec_fixes_vs_reference=_flip(by_name["reference_vs_spec_fixes"]),
                    spec_fixes_vs_baseline=by_name["spec_fixes_vs_baseline"])
+    for d in decided:
+        if d["family"] == "stand_in":  # read as "<arm> vs stand_in", like the rows against the reference
+            out[f"{d['vs']}_vs_stand_in"] = _flip(d)
     if len(seeds) < 2:
         out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out

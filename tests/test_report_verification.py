@@ -1,0 +1,88 @@
+"""The report's Verification section leads with what a maintainer may conclude and what not
+(brax_diff.report.verification.conclusions): the stand-in's standing first, then each
+comparison resolved or not with what its seeds could have found, then the scale."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("scipy", reason="the verdicts need the verify extra's statistics")
+
+from verify_fixtures import synthetic_result  # noqa: E402
+
+from brax_diff.report.verification import verification_entries  # noqa: E402
+from brax_diff.verify.runner import VerifyResult, gap_summary, verdicts  # noqa: E402
+
+
+def entries(result=None, runs=None, **extra):
+    """The report's model of a verify.json made of ``runs`` (default: the synthetic result's)."""
+    result = result or synthetic_result()
+    runs = runs if runs is not None else result.results
+    decided = verdicts(result.plan, runs)
+    data = VerifyResult(result.plan, runs, decided, gap_summary(result.plan, runs, decided), platform={"cpu": "x"})
+    return verification_entries({**data.to_json(), **extra}, Path("."), Path("."))
+
+
+def test_resolved_comparisons_are_what_may_be_concluded_and_no_stand_in_comes_first_among_the_rest():
+    said = entries()["conclusions"]
+    assert said["may"][0].startswith("SLM-Lab's settings (baseline) vs Brax's trainer (reference): baseline scores "
+                                     "lower, by 550 ([") and said["may"][0].endswith(" at 95.0%, 10 paired seeds).")
+    assert any(line.startswith("every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
+                               "settings (baseline): all_fixes scores higher, by 438 (") for line in said["may"])
+    assert said["may_not"][0].startswith("No stand-in ran (`--arms gap,stand_in` runs it)")
+    assert said["may_not"][-1].startswith("What happens at SLM-Lab's own operating point: these runs are scaled to a CPU")
+
+
+def test_a_stand_in_not_shown_equivalent_is_said_first_with_its_difference():
+    equivalence = {"margin": 100.0, "alpha": 0.05, "equivalent": False,
+                   "envs": {"CartpoleBalance": {"difference": 143.5, "p_lower": 0.001, "p_upper": 0.71,
+                                                "equivalent": False, "n_stand_in": 10, "n_reference": 10}}}
+    model = entries(equivalence=equivalence)
+    first = model["conclusions"]["may_not"][0]
+    assert first.startswith("**The stand-in is not shown to be Brax's trainer**: its scores are not shown within ±100 "
+                            "of the reference's on CartpoleBalance (mean stand_in − reference: CartpoleBalance +143.5)")
+    assert model["equivalence"]["envs"] == [{"env": "CartpoleBalance", "equivalent": False, "difference": 143.5,
+                                             "p_lower": 0.001, "p_upper": 0.71, "n_stand_in": 10,
+                                             "n_reference": 10}]
+    shown = dict(equivalence, equivalent=True, envs={"CartpoleBalance": dict(
+        equivalence["envs"]["CartpoleBalance"], difference=4.0, p_upper=0.001, equivalent=True)})
+    said = entries(equivalence=shown)["conclusions"]
+    assert said["may"][0].startswith("The stand-in (Brax's settings and loss semantics in the PyTorch trainer) scores "
+                                     "as Brax's own trainer does, within ±100 on every environment")
+    assert not any("stand-in" in line for line in said["may_not"])
+
+
+def test_an_unresolved_gap_says_what_its_seeds_could_have_found_and_no_fraction():
+    result = synthetic_result()
+    noise = [300.0, -250.0, 280.0, -310.0, 260.0, -240.0, 330.0, -270.0, 290.0, -300.0]
+    runs = [dataclasses.replace(r, score=r.score + 30.0 + noise[r.spec.seed] - 550.0)
+            if r.spec.arm == "reference" else r for r in result.results]
+    said = entries(result, runs)["conclusions"]["may_not"]
+    unresolved = next(line for line in said if line.startswith("SLM-Lab's settings (baseline) vs Brax's trainer"))
+    assert "not resolved at 10 paired seeds (mean difference -39)" in unresolved
+    assert "or more would have been found with 80% probability, a smaller one would not." in unresolved
+    assert ("How much of the gap the fixes close: the gap itself is not resolved, so the fraction is unbounded."
+            in said)
+
+
+def test_a_fraction_without_its_interval_is_never_shown_as_a_number():
+    """A verify.json written before "unbounded" existed kept the ratio's point estimate."""
+    result = synthetic_result()
+    decided = verdicts(result.plan, result.results)
+    gap = dict(gap_summary(result.plan, result.results, decided), closed_fraction=-6.02)
+    gap.pop("closed_fraction_ci")
+    model = verification_entries({"plan": result.plan.to_json(), "verdicts": decided, "gap": gap,
+                                  "runs": [r.to_json() for r in result.results]}, Path("."), Path("."))
+    assert model["gap"]["closed_fraction"] == "unbounded"
+
+
+def test_per_environment_means_and_solved_counts_per_arm():
+    table = entries()["per_env"]
+    assert [a["name"] for a in table["arms"]] == ["baseline", "all_fixes", "reference"]
+    cells = table["rows"][0]["cells"]
+    assert table["rows"][0]["env"] == "CartpoleBalance" and table["threshold"] == 800.0
+    assert cells["baseline"] == {"n": 10, "mean": pytest.approx(220.0), "solved": 0}
+    assert cells["reference"] == {"n": 10, "mean": pytest.approx(770.0), "solved": 2}  # 800 once in 5, twice over
