@@ -5,14 +5,14 @@ spec values with their lines.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import libcst as cst
 
 from brax_diff.facts.model import Provenance
 
 from .pyast import child_nodes, dotted_name
-from .values import Instance, Phi, Sym, Unknown, V, all_lines, is_const, sym, unknown, why_not_constant
+from .values import Instance, Phi, Sym, Unknown, V, all_lines, is_const, made_from, sym, unknown, why_not_constant
 
 
 def has_star_import(statement: cst.CSTNode) -> bool:
@@ -283,17 +283,7 @@ def mentions(v: V, predicate: Callable[[V], bool], seen: set | None = None) -> b
     seen.add(id(v))
     if predicate(v):
         return True
-    data = v.data
-    children: Iterable = ()
-    if isinstance(data, Sym):
-        children = list(data.args) + [x for _, x in data.kwargs]
-    elif isinstance(data, Phi):
-        children = data.options
-    elif isinstance(data, (tuple, list)):
-        children = data
-    elif isinstance(data, dict):
-        children = data.values()
-    return any(isinstance(c, V) and mentions(c, predicate, seen) for c in children)
+    return any(mentions(c, predicate, seen) for c in made_from(v))
 
 
 def spec_value(value: Any, lines: Mapping[tuple, int], where: Callable[[int], Provenance],

@@ -283,13 +283,8 @@ def why_not_constant(v: V) -> str:
     return f"`{describe(v)}` is computed at run time"
 
 
-def all_lines(v: V, seen: set | None = None) -> frozenset:
-    """The lines of a value and of everything it was made from."""
-    seen = set() if seen is None else seen
-    if id(v) in seen:
-        return frozenset()
-    seen.add(id(v))
-    out = set(v.lines)
+def made_from(v: V) -> list[V]:
+    """The values ``v`` was made from: a symbol's arguments, a phi's options, a container's items."""
     data = v.data
     children: Iterable = ()
     if isinstance(data, Sym):
@@ -300,9 +295,18 @@ def all_lines(v: V, seen: set | None = None) -> frozenset:
         children = data
     elif isinstance(data, dict):
         children = data.values()
-    for child in children:
-        if isinstance(child, V):
-            out |= all_lines(child, seen)
+    return [c for c in children if isinstance(c, V)]
+
+
+def all_lines(v: V, seen: set | None = None) -> frozenset:
+    """The lines of a value and of everything it was made from."""
+    seen = set() if seen is None else seen
+    if id(v) in seen:
+        return frozenset()
+    seen.add(id(v))
+    out = set(v.lines)
+    for child in made_from(v):
+        out |= all_lines(child, seen)
     return frozenset(out)
 
 
