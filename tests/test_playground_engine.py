@@ -77,6 +77,13 @@ CASES = {
 }
 
 
+# Writes whose field names the engine does not know (the call, or the name, is not known here).
+UNNAMED = {
+    "update_unknown_kwargs": '  if env_name == "Go1Getup":\n    rl_config.update(**TUNED)\n',
+    "setattr_unknown_name": '  if env_name == "Go1Getup":\n    setattr(rl_config, KEY, 0.95)\n',
+}
+
+
 @pytest.fixture(scope="module")
 def repos(tmp_path_factory):
     root = tmp_path_factory.mktemp("upstream")
@@ -89,9 +96,11 @@ def repos(tmp_path_factory):
     commits.append({**fx.PLAYGROUND, fx.LOCO_PARAMS: TEMPLATE.format(
         prelude="", base=BASE, body='  match env_name:\n    case str(name) if name.endswith("Getup"):\n'
                                     '      rl_config.discounting = 0.95\n')})
+    for body in UNNAMED.values():
+        commits.append({**fx.PLAYGROUND, fx.LOCO_PARAMS: TEMPLATE.format(prelude="", base=BASE, body=body)})
     playground = make_repo(root / "playground", commits)
     return {"brax": root / "brax", "playground": root / "playground", "brax_shas": brax,
-            "playground_shas": dict(zip([*CASES, "deleted", "unmodelled"], playground))}
+            "playground_shas": dict(zip([*CASES, "deleted", "unmodelled", *UNNAMED], playground))}
 
 
 def params(repos, case: str) -> ParamsFunction:
@@ -148,3 +157,18 @@ def test_the_extractor_reports_a_value_set_inside_unlocked(repos):
     extractor = BraxExtractor(brax, playground)
     assert extractor.env("Go1Getup").value("discount") == 0.95
     assert extractor.env("SpotGetup").value("discount") == 0.97
+
+
+@pytest.mark.parametrize("case, written", [("update_unknown_kwargs", "`**TUNED` is not a known dict"),
+                                           ("setattr_unknown_name", "setattr of the name")])
+def test_a_write_of_field_names_not_known_makes_every_field_unknown(repos, case, written):
+    """Was silently skipped (every field kept its base value): the engine did not make the call
+    ``update(**TUNED)``, and ``setattr`` of a name not known wrote nothing."""
+    text = TEMPLATE.format(prelude="", base=BASE, body=UNNAMED[case])
+    getup = params(repos, case).evaluate("Go1Getup").train
+    for key in ("discounting", "num_envs"):
+        assert isinstance(getup[key].value, Code), key
+        assert written in getup[key].value.text
+        assert f"{fx.LOCO_PARAMS}:{fx.line_of(text, 'TUNED' if case.startswith('update') else 'setattr(')}" in \
+            getup[key].value.text
+    assert params(repos, case).evaluate("SpotGetup").train["discounting"].value == 0.97

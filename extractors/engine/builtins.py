@@ -211,6 +211,11 @@ def builtin_functions(engine: Engine) -> dict[str, V]:
     def setattr_(args, kwargs, frame, node):
         if len(args) == 3 and isinstance(args[1].data, str):
             engine._setattr(args[0], args[1].data, args[2], frame, node)
+        elif len(args) == 3 and isinstance(args[0].data, Instance):  # which attribute it sets is not known
+            known = frame is not None and node is not None
+            where = f"{frame.module.path}:{engine._line(frame, node)}" if known else "?"
+            reason = unknown(f"setattr of the name `{describe(args[1])}` ({where})")
+            engine._poison_all(args[0], reason.with_lines(engine._at(frame, node)) if known else reason)
         return const(None)
 
     def hasattr_(args, kwargs, frame, node):

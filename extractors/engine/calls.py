@@ -72,7 +72,12 @@ class Calls:
     def _unfollowed(self, callee: V, frame: Frame, node: cst.Call, arg: cst.Arg) -> V:
         """A call whose ``*``/``**`` argument is not a known sequence or dict: not made (what
         it passes is not known), and noted while observing when it calls code of the files read
-        (a library's call passes nothing on to them)."""
+        (a library's call passes nothing on to them). A model's method says what the call it
+        does not make does to its receiver (``cfg.update(**unknown)``: any field may change)."""
+        if isinstance(callee.data, Native) and callee.data.unfollowed is not None:
+            callee.data.unfollowed(f"`{arg.star}{self._code(frame, arg.value)}` is not a known "
+                                   f"{'sequence' if arg.star == '*' else 'dict'} "
+                                   f"({frame.module.path}:{self._line(frame, node)})", frame, node)
         if self.observation is not None and isinstance(callee.data, (Function, Bound, Partial, Native, Class,
                                                                      Instance)):
             self.observation.unfollowed.append(

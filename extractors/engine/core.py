@@ -5,6 +5,7 @@ expressions and calls.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from weakref import WeakKeyDictionary
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import libcst as cst
@@ -74,7 +75,16 @@ class Engine(Statements, Loops, Expressions, Calls):
         self.decide: Callable | None = None
         self.on_setattr: Callable | None = None
         self.on_create: Callable | None = None
+        # Objects a write of names not known may have given attributes they do not list
+        # (``setattr(obj, name, v)``, ``cfg.update(unknown)``), with why: a reader does not take
+        # an attribute they lack for absent (a default) - it may be there.
+        self.opened: WeakKeyDictionary[Instance, str] = WeakKeyDictionary()
         self.changed_arguments: dict | None = None  # what the call just made changed in place (_pass_back)  # a model's objects as made: (object, keyword arguments)
+
+    def open(self, inst: Instance, why: str) -> None:
+        """Record that ``inst`` may hold attributes not listed (the first reason is kept; on a
+        path the engine later undoes too: a reader then says unknown, never a default)."""
+        self.opened.setdefault(inst, why)
 
     def module(self, dotted: str) -> Module | None:
         """The module ``dotted`` of the files read, or None when it is not read."""

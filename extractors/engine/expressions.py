@@ -482,8 +482,10 @@ class Expressions:
     def _bind(self, found: V, receiver: V) -> V:
         if isinstance(found.data, NativeMethod):
             method = found.data
+            unfollowed = None if method.unfollowed is None else (
+                lambda why, frame, node: method.unfollowed(self, receiver, why, frame, node))
             return V(Native(method.name, lambda args, kwargs, frame, node:
-                            method.call(self, receiver, args, kwargs, frame, node)))
+                            method.call(self, receiver, args, kwargs, frame, node), unfollowed))
         if isinstance(found.data, Function) and found.data.kind not in ("staticmethod",):
             if found.data.kind == "classmethod" and isinstance(receiver.data, Instance):
                 return V(Bound(V(receiver.data.cls), found.data))

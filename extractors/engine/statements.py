@@ -10,7 +10,7 @@ import libcst as cst
 from .pyast import dotted_name
 from .values import (
     Class, Function, Instance, Lazy, Module, Partial, Phi, SKIP, UNBOUND_V, Unknown, V, const, is_const, merge,
-    merge_names, plain, sym, unknown)
+    merge_names, plain, sym, unknown, why_not_constant)
 from .runtime import Break, Continue, Failure, Frame, OutOfBudget, Raised, Return, STEP_BUDGET
 from .builtins import AUG_OPS
 from .reading import bound_names, target_names, walk
@@ -114,10 +114,14 @@ class Statements:
         except (Raised, Return, Break, Continue):
             pass
 
-    def _poison_all(self, obj: V, reason: V) -> None:
+    def _poison_all(self, obj: V, reason: V, adds: bool = True) -> None:
+        """Every attribute of ``obj`` becomes ``reason``; ``adds``: the write may also have added
+        attributes no one can list (the object is :meth:`opened <.core.Engine.open>`)."""
         if isinstance(obj.data, Instance):
             for name in list(obj.data.attrs):
                 self._write(obj.data, name, reason)
+            if adds:
+                self.open(obj.data, why_not_constant(reason))
 
     def _unmodelled_call(self, call: cst.Call, frame: Frame, reason: V) -> None:
         """``x.update(...)`` / ``setattr(x, "k", ...)`` inside an unfollowed statement."""
@@ -599,7 +603,7 @@ class Statements:
         reason = unknown(f"`del {self._code(frame, target)}` of a key the engine cannot place "
                          f"({frame.module.path}:{self._line(frame, target)})")
         if isinstance(container.data, Instance):
-            self._poison_all(container, reason)
+            self._poison_all(container, reason, adds=False)
         else:
             self._rebind(target.value, reason, frame)
 

@@ -178,15 +178,20 @@ class Native:
 
     name: str
     call: Callable[..., V]
+    # What a call the engine does not make (its ``*``/``**`` argument is not known) does, as
+    # ``unfollowed(why, frame, node)``: a model's method that changes its receiver says so.
+    unfollowed: Callable[..., None] | None = None
 
 
 @dataclass(eq=False)
 class NativeMethod:
     """A method of a modelled class (``ConfigDict.update``): ``call(engine, receiver, args,
-    kwargs, frame, node)``; reading it from an instance binds the receiver."""
+    kwargs, frame, node)``; reading it from an instance binds the receiver. ``unfollowed(engine,
+    receiver, why, frame, node)``: what a call of it the engine does not make does to the receiver."""
 
     name: str
     call: Callable[..., V]
+    unfollowed: Callable[..., None] | None = None
 
 
 @dataclass(eq=False)

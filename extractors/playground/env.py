@@ -47,6 +47,7 @@ def _config_dict(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
         return flow.unknown(f"ConfigDict of `{flow.describe(args[0])}`: its fields are not known")
     fields.update(kwargs)
     made = engine.instance(V(CONFIG_DICT), fields)
+    _keep_open(engine, args[0] if args else None, made)
     if engine.on_create is not None:
         engine.on_create(made, kwargs)
     return made
@@ -56,27 +57,47 @@ def _copy(value: V, engine: Engine) -> V:
     """A deep copy of a ConfigDict (nested ConfigDicts copied too)."""
     fields = {name: (_copy(field, engine) if isinstance(field.data, flow.Instance) and field.data.cls is CONFIG_DICT
                      else field) for name, field in value.data.attrs.items()}
-    return engine.instance(V(CONFIG_DICT), fields)
+    made = engine.instance(V(CONFIG_DICT), fields)
+    _keep_open(engine, value, made)
+    return made
 
 
-def _method(name: str):
+def _keep_open(engine: Engine, source: V | None, made: V) -> None:
+    """A ConfigDict made from one that may hold fields not listed may hold them too."""
+    if source is not None and isinstance(source.data, flow.Instance) and source.data in engine.opened:
+        engine.open(made.data, engine.opened[source.data])
+
+
+def _unknown_fields(engine: Engine, receiver: V, why: str, frame, node) -> None:
+    """A write of fields not known: every field is unknown, and the config may hold others."""
+    for name in list(receiver.data.attrs):
+        engine._setattr(receiver, name, flow.unknown(why), frame, node)
+    engine.open(receiver.data, why)
+
+
+def _method(name: str, unfollowed=None):
     def decorate(fn):
-        CONFIG_DICT.namespace[name] = V(flow.NativeMethod(name, fn))
+        CONFIG_DICT.namespace[name] = V(flow.NativeMethod(name, fn, unfollowed))
         return fn
     return decorate
 
 
-@_method("update")
+def _update_not_made(engine, receiver, why, frame, node):
+    """``cfg.update(**fields)`` of fields not known: the engine does not make the call."""
+    _unknown_fields(engine, receiver, f"ConfigDict.update: {why}", frame, node)
+
+
+@_method("update", _update_not_made)
 def _update(engine, receiver, args, kwargs, frame, node):
     """``cfg.update(other, k=v)``: each field set, as ``cfg.k = v`` would."""
     updates: dict = {}
     for arg in args:
         fields = _fields(arg)
-        if fields is None:
-            for name in list(receiver.data.attrs):  # what it sets is not known: no field keeps its value
-                engine._setattr(receiver, name, flow.unknown(
-                    f"ConfigDict.update of `{flow.describe(arg)}` ({_where(engine, frame, node)})"), frame, node)
+        if fields is None:  # what it sets is not known: no field keeps its value
+            _unknown_fields(engine, receiver, f"ConfigDict.update of `{flow.describe(arg)}` "
+                                              f"({_where(engine, frame, node)})", frame, node)
             return const(None)
+        _keep_open(engine, arg, receiver)
         updates.update(fields)
     updates.update(kwargs)
     for name, value in updates.items():
@@ -88,9 +109,8 @@ def _update(engine, receiver, args, kwargs, frame, node):
 def _setitem(engine, receiver, args, kwargs, frame, node):
     key, value = args[0], args[1]
     if not isinstance(key.data, str):
-        for name in list(receiver.data.attrs):
-            engine._setattr(receiver, name, flow.unknown(f"ConfigDict item `{flow.describe(key)}` set "
-                                                         f"({_where(engine, frame, node)})"), frame, node)
+        _unknown_fields(engine, receiver, f"ConfigDict item `{flow.describe(key)}` set ({_where(engine, frame, node)})",
+                        frame, node)
         return const(None)
     engine._setattr(receiver, key.data, value.with_lines(_at(engine, frame, node)), frame, node)
     return const(None)

@@ -1,4 +1,7 @@
-"""MuJoCo Playground's tuned Brax PPO configs, run by the data-flow engine for a family or an env.
+"""MuJoCo Playground's tuned configs, run by the data-flow engine for a family or an env: Brax PPO's
+``brax_ppo_config`` here, and any other config function of the same files by name (the RSL-RL
+side's ``rsl_rl_config``, :mod:`..rsl_rl.params`), whose nested ``ConfigDict`` sections are read
+by dotted path (:attr:`Config.settings`).
 
 ``mujoco_playground/config/<family>_params.py`` defines ``brax_ppo_config(env_name)``: it builds a
 ``ConfigDict`` of ``train()`` keyword arguments (``network_factory`` holds ``make_ppo_networks()``
@@ -57,6 +60,14 @@ class Config:
     taken: set[int] = field(default_factory=set)  # lines of the branch conditions that fired
     rejected: Provenance | None = None  # a `raise` reached: the function refuses this env
     unknown: list[tuple[int, str]] = field(default_factory=list)  # undecidable conditions
+    # Every field by dotted path, a nested ConfigDict's fields as ``section.name``
+    # (``algorithm.gamma``); a section that is not a ConfigDict the engine follows is one
+    # unknown entry under its own name.
+    settings: dict[str, Setting] = field(default_factory=dict)
+    # Each ConfigDict of the config by dotted path ("" the config itself) -> why it may hold
+    # fields the engine cannot list (``update`` of fields not known), else None.
+    sections: dict[str, str | None] = field(default_factory=dict)
+    unreadable: str | None = None  # why the engine gives no config at all (also in ``unknown``)
 
 
 def registered_envs(snapshot: Snapshot, family: str) -> list[str]:
@@ -91,10 +102,18 @@ def _string_keys(node: cst.CSTNode | None) -> set[str]:
 
 
 class ParamsFunction:
-    """``brax_ppo_config`` of one family at one Playground commit."""
+    """A config function of one family at one Playground commit: ``brax_ppo_config`` unless
+    ``name`` says another (the RSL-RL side runs ``rsl_rl_config`` of the same files)."""
 
-    def __init__(self, snapshot: Snapshot, family: str, env_configs: EnvConfigs | None = None) -> None:
+    # What a branch the engine cannot decide for an env does: False, it is not taken (a
+    # finding says so); None, the engine runs both ways and merges them, so that a key the
+    # branch sets is an unknown naming the condition.
+    UNDECIDED: bool | None = False
+
+    def __init__(self, snapshot: Snapshot, family: str, env_configs: EnvConfigs | None = None,
+                 name: str = PARAMS_FUNCTION) -> None:
         self.snapshot = snapshot
+        self.name = name
         self.env_configs = env_configs
         self.family = family
         self.path = FAMILY_PATHS[family][0]
@@ -105,13 +124,18 @@ class ParamsFunction:
         self._dead: list[Finding] | None = None
         self._configs: dict[str | None, Config] = {}
         self._engine = None
-        self.function = self.module.function(PARAMS_FUNCTION)
+        self.function = self.module.function(name)
         self.env_param = None
         if self.function is not None and self.function.params.params:
             self.env_param = self.function.params.params[0].name.value
 
     def at(self, node: cst.CSTNode) -> Provenance:
         return self.snapshot.where(self.path, self.module.line(node))
+
+    def origin(self, env: str | None, override: bool) -> str:
+        """How a setting's fact says where it comes from."""
+        base = f"{self.family} config" if env is None else f"{self.family} config for {env}"
+        return base + (" (override)" if override else "")
 
     # -- running ----------------------------------------------------------------------
     def evaluate(self, env: str | None) -> Config:
@@ -224,7 +248,7 @@ class ParamsFunction:
                 raises = [n for n in descendants(node.body) if isinstance(n, cst.Raise)]
                 if raises:
                     return Finding("base_config_incomplete", "INFO",
-                                   f"{PARAMS_FUNCTION} raises for envs that match no branch: only {self.family} "
+                                   f"{self.name} raises for envs that match no branch: only {self.family} "
                                    f"envs named in a branch train, each with its branch applied to this base config",
                                    (self.at(raises[0]),))
         return None
@@ -258,7 +282,7 @@ class ParamsFunction:
                 close += [e for e in envs if e.lower() == name.lower() and e not in close]
                 if close and close[0] != name:
                     hints.append(f"{name!r} looks like registered {close[0]!r}")
-            message = (f"{PARAMS_FUNCTION}: branch `{self.module.code(test)}` never fires for any registered "
+            message = (f"{self.name}: branch `{self.module.code(test)}` never fires for any registered "
                        f"{self.family} env" + (f" ({'; '.join(hints)})" if hints else ""))
             out.append(Finding("dead_branch", "WARNING", message, (self.at(test),)))
         return out
@@ -278,7 +302,7 @@ class ParamsFunction:
             for name in _strings(test):
                 if name not in registered and not any(e.startswith(name) for e in envs):
                     out.append(Finding("unregistered_env_name", "INFO",
-                                       f"{PARAMS_FUNCTION}: {name!r} in `{self.module.code(test)}` is not a "
+                                       f"{self.name}: {name!r} in `{self.module.code(test)}` is not a "
                                        f"registered {self.family} env", (self.at(test),)))
         return out
 
@@ -293,13 +317,12 @@ def family_error(family: str) -> BraxDiffError:
 
 
 class _Run:
-    """One engine run of ``brax_ppo_config`` for one env (None: the base config)."""
+    """One engine run of the config function for one env (None: the base config)."""
 
     def __init__(self, params: ParamsFunction, env: str | None) -> None:
         self.params = params
         self.env = env
         self.engine = params.engine()
-        self.origin = f"{params.family} config" if env is None else f"{params.family} config for {env}"
         self.settings: dict[int, tuple[flow.V, Setting]] = {}  # id(value) -> (value, its Setting)
         self.result = Config()
         self.function_node = params.function
@@ -310,10 +333,9 @@ class _Run:
     def config(self) -> Config:
         engine, params = self.engine, self.params
         module = engine.module_at(params.path)
-        function = engine.lookup(module, PARAMS_FUNCTION) if module is not None else None
+        function = engine.lookup(module, params.name) if module is not None else None
         if function is None or not isinstance(function.data, flow.Function):
-            self.result.unknown.append((params.module.line(params.function),
-                                        f"{PARAMS_FUNCTION}() is not a function the engine can run"))
+            self._unreadable(f"{params.name}() is not a function the engine can run")
             return self.result
         argument = flow.const(self.env) if self.env is not None else flow.sym("param", params.env_param or "env_name")
         hooks = (engine.decide, engine.on_setattr, engine.on_create)
@@ -333,11 +355,13 @@ class _Run:
             if failure.definite and where is not None and where.path == params.path and failure.error.kind not in (
                     "TypeError",) and self.result.rejected is None:
                 self.result.rejected = where
-        config = value if _is_config(value) else self._fallback(frame)
+        # After a raise, the config the function was building; when undecided branches are merged,
+        # a result that is not one ConfigDict (one per path) is not replaced by a local.
+        fallback = params.UNDECIDED is False or self.result.rejected is not None
+        config = value if _is_config(value) else self._fallback(frame) if fallback else None
         if config is None:
-            self.result.unknown.append((params.module.line(params.function),
-                                        f"{PARAMS_FUNCTION}({self.env!r}) gives no ConfigDict the engine follows: "
-                                        f"{flow.why_not_constant(value) if not flow.is_const(value) else value.data}"))
+            self._unreadable(f"{params.name}({self.env!r}) gives no ConfigDict the engine follows: "
+                             f"{flow.why_not_constant(value) if not flow.is_const(value) else value.data}")
             return self.result
         for name, field_value in config.data.attrs.items():
             if name == NETWORK_FACTORY:
@@ -345,7 +369,23 @@ class _Run:
                                        if _is_config(field_value) else {})
             else:
                 self.result.train[name] = self._setting(field_value)
+        self.result.settings = self._dotted(config, "")
         return self.result
+
+    def _unreadable(self, why: str) -> None:
+        self.result.unknown.append((self.params.module.line(self.params.function), why))
+        self.result.unreadable = why
+
+    def _dotted(self, config: flow.V, prefix: str) -> dict[str, Setting]:
+        """The config's fields by dotted path: a nested ConfigDict's as ``name.field``."""
+        out: dict[str, Setting] = {}
+        self.result.sections[prefix[:-1]] = self.engine.opened.get(config.data)
+        for name, value in config.data.attrs.items():
+            if _is_config(value):
+                out.update(self._dotted(value, f"{prefix}{name}."))
+            else:
+                out[prefix + name] = self._setting(value)
+        return out
 
     def _fallback(self, frame) -> flow.V | None:
         """After a raise: the config the function was building (its first ConfigDict local)."""
@@ -380,9 +420,9 @@ class _Run:
         line = frame.module.source.line(node.test)
         if truth is True:
             self.result.taken.add(line)
-        elif truth is None and self._in_function(frame):  # as documented: the branch is not taken
+        elif truth is None and self._in_function(frame):  # as documented: UNDECIDED says what runs
             self.result.unknown.append((line, self._undecided(node.test, frame)))
-            return False
+            return self.params.UNDECIDED
         return truth
 
     def _undecided(self, test: cst.CSTNode, frame) -> str:
@@ -411,7 +451,7 @@ class _Run:
     def _record(self, value: flow.V, where: cst.CSTNode, expression: cst.CSTNode | None, frame) -> None:
         at = self.engine.where(frame.module, where)
         line = frame.module.source.line(where)
-        origin = self.origin + (" (override)" if any(a <= line <= b for a, b in self.branch_lines) else "")
+        origin = self.params.origin(self.env, any(a <= line <= b for a, b in self.branch_lines))
         field = self.params._env_config_field(expression, self.state) if expression is not None else None
         if field is not None:
             self.settings[id(value)] = (value, field(at, origin))
@@ -430,7 +470,7 @@ class _Run:
         if recorded is not None and (recorded.value is not None or recorded.written is not None):
             return recorded  # the environment's own field, or why it is unknown
         provenance = recorded.provenance if recorded is not None else tuple(sorted(flow.all_lines(value), key=_order))
-        origin = recorded.origin if recorded is not None else self.origin
+        origin = recorded.origin if recorded is not None else self.params.origin(self.env, False)
         if flow.is_const(value):
             return Setting(flow.plain(value), provenance, origin)
         return Setting(Code(_why(value)), provenance, origin)

@@ -103,13 +103,17 @@ class RslRlExtractor:
 
     def _params_of(self, family: str) -> ParamsFunction:
         if family not in self._params:
-            self._params[family] = ParamsFunction(self.playground, family)
+            self._params[family] = ParamsFunction(self.playground, family, self._configs())
         return self._params[family]
 
-    def _env_field(self, family: str, env: str, name: str):
+    def _configs(self) -> EnvConfigs:
+        """The environments' configs, whose engine also runs ``rsl_rl_config`` (one per commit)."""
         if self._env_configs is None:
             self._env_configs = EnvConfigs(self.playground)
-        found = self._env_configs.field(family, env, name)
+        return self._env_configs
+
+    def _env_field(self, family: str, env: str, name: str):
+        found = self._configs().field(family, env, name)
         return found.value, tuple(found.provenance), found.unknown
 
     def _extract(self, family: str, env: str | None) -> Extraction:
@@ -117,17 +121,21 @@ class RslRlExtractor:
         params = self._params_of(family)
         scope = {"family": family, "env": env}
         extraction = Extraction(SIDE, {SIDE: self.rsl_rl.info(), "playground": self.playground.info()}, scope)
-        config = params.evaluate(env) if params.problem is None else Config()
+        # No function: no key of the config is known (rsl-rl-lib's defaults are not what Playground passes).
+        config = params.evaluate(env) if params.problem is None else Config(unreadable=params.problem)
         if params.problem is not None:
             extraction.find(Finding("pattern_not_found", "WARNING", params.problem))
-        for where, why in config.undecided:
+        elif config.unreadable is not None:
+            extraction.find(Finding("pattern_not_found", "WARNING", f"{params.path}: {config.unreadable}",
+                                    (params.where(params.module.line(params.function)),)))
+        for where, why in params.undecided(config):
             extraction.find(Finding("undecidable_branch", "WARNING", f"{PARAMS_FUNCTION}: {why}", (where,)))
         if config.rejected is not None:
             extraction.find(Finding("no_config", "ERROR", f"{PARAMS_FUNCTION} raises for {env}",
                                     (config.rejected,)))
         for finding in params.dead_branches(self.environments(family)):
             extraction.find(finding)
-        return Facts(extraction, config, family, env, library, script, wrapper, self._env_field).build()
+        return Facts(extraction, params, config, family, env, library, script, wrapper, self._env_field).build()
 
 
 _SETUP_KEYS = PER_ENVIRONMENT  # what each environment decides

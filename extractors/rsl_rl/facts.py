@@ -12,29 +12,30 @@ from typing import Any, Callable
 from brax_diff.facts.model import Extraction, Fact, Finding
 from brax_diff.facts.vocabulary import KEYS, canonical_activation
 
-from ..engine.pyast import Code
 from .code import Missing, Read
 from .library import Library
-from .params import PARAMS_FUNCTION, Config
+from .params import PARAMS_FUNCTION, Config, ParamsFunction
 from .script import SCRIPT, TrainScript, Wrapper
 
 
 class Facts:
     """Builds one scope's Extraction (family: ``env`` None)."""
 
-    def __init__(self, extraction: Extraction, config: Config, family: str, env: str | None,
+    def __init__(self, extraction: Extraction, params: ParamsFunction, config: Config, family: str, env: str | None,
                  library: Library, script: TrainScript, wrapper: Wrapper, env_field: Callable) -> None:
-        self.x, self.config, self.family, self.env = extraction, config, family, env
+        self.x, self.params, self.config, self.family, self.env = extraction, params, config, family, env
         self.lib, self.script, self.wrapper, self.env_field = library, script, wrapper, env_field
 
     # -- plumbing ------------------------------------------------------------------------
     def setting(self, path: str) -> Read | Missing:
-        """A config key by dotted path, else the library's default for it, else Missing."""
+        """A config key by dotted path, else the library's default for it, else Missing (also
+        when the engine does not follow what the config gives it: never the default then)."""
+        unknown = self.params.unknown(self.config, self.env, path)
+        if unknown is not None:
+            return unknown
         found = self.config.settings.get(path)
         if found is not None:
-            if isinstance(found.value, Code):
-                return Missing(f"{PARAMS_FUNCTION}: {path} = `{found.value}` is not a literal", found.lines)
-            return found
+            return Read(found.value, found.provenance, found.origin)
         section, _, name = path.rpartition(".")
         if section == "algorithm":
             return self.lib.ppo_default(name)
