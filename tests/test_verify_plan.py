@@ -490,3 +490,25 @@ def test_a_written_variant_is_the_spec_fixes_arm_beside_the_trainer_level_all_fi
     assert "the spec keeps SLM-Lab's" in text and "unrolls_per_update" in text
     with pytest.raises(BraxDiffError, match="give --keys to fix"):
         build_plan(brax, slm, envs=["CartpoleBalance"], keys=["clip_epsilon"], fixed=written)
+
+
+def test_the_reference_resets_its_envs_as_brax_configures_it_where_the_checkpoints_allow():
+    """Issue 23: Playground's num_resets_per_eval reaches ppo.train when it divides the updates
+    between checkpoints (else Brax's trainer would evaluate elsewhere); otherwise the plan says
+    that the reference runs without it, never silently."""
+    def reference(resets):
+        brax, slm = pair(brax_values=dict(BRAX_VALUES, num_resets_per_eval=resets))
+        plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=3200, evals=2, arms=("gap",))
+        run = next(r for r in plan.runs if r.arm == "reference")
+        return plan, run.settings["train"]
+
+    plan, train = reference(5)  # 2 checkpoints of 1,600 env steps: 5 of Brax's 320-step updates each
+    assert plan.scoring.checkpoints == [0, 1600, 3200] and train["num_resets_per_eval"] == 5
+    assert not any("num_resets_per_eval" in w for w in plan.warnings)
+    plan, train = reference(10)
+    assert "num_resets_per_eval" not in train
+    assert ("CartpoleBalance: Brax's num_resets_per_eval is 10 (its training envs are reset 10 times between "
+            "evaluations); the reference runs 0, as the PyTorch arms do: with 10 Brax's trainer would run whole "
+            "multiples of 10 updates between checkpoints, not the plan's 5") in plan.warnings
+    plan, train = reference(0)
+    assert "num_resets_per_eval" not in train and not any("num_resets_per_eval" in w for w in plan.warnings)

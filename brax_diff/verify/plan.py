@@ -583,12 +583,14 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     update_steps: dict[str, dict[str, int]] = {}
     sources: dict[str, Any] = {}
     warnings: list[str] = []
+    brax_by_env: dict[str, dict[str, Any]] = {}
     missing: list[tuple[str, Extraction, list[tuple[str, str, str]]]] = []  # all of them, for one error
     for env in envs:
         b, s = _per_env(brax, env, "brax"), _per_env(slm, env, "slm")
         for extraction in (b, s):
             sources.update({name: info.to_json() for name, info in extraction.sources.items()})
         slm_values, brax_values = known_values(s), known_values(b)
+        brax_by_env[env] = brax_values
         baseline, defaults = _settings_for(slm_values, num_envs, overrides)
         needs = _missing_settings(s, baseline, overrides)
         if needs:
@@ -678,6 +680,21 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     if total > budget * 1.1 and not any("more than the budget" in w for w in warnings):
         warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm "
                         f"({sizes}; every {unit:,} steps all end one)")
+    for env, per_env in update_steps.items():
+        resets = brax_by_env[env].get("num_resets_per_eval") if REFERENCE in per_env else None
+        if not (isinstance(resets, int) and not isinstance(resets, bool) and resets > 0):
+            continue
+        # ppo.train splits each evaluation interval into `resets` epochs of ceil(updates / resets)
+        # updates, so its checkpoints are the plan's only when `resets` divides them
+        if (interval // per_env[REFERENCE]) % resets == 0:
+            for _, name, settings in arms_by_env[env]:
+                if name == REFERENCE:
+                    settings["train"] = dict(sorted({**settings["train"], "num_resets_per_eval": resets}.items()))
+        else:
+            warnings.append(f"{env}: Brax's num_resets_per_eval is {resets} (its training envs are reset {resets} "
+                            f"times between evaluations); the reference runs 0, as the PyTorch arms do: with "
+                            f"{resets} Brax's trainer would run whole multiples of {resets} updates between "
+                            f"checkpoints, not the plan's {interval // per_env[REFERENCE]}")
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
     # stand_in runs on the single engine: the seed-batched one has SLM-Lab's semantics only
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring,
