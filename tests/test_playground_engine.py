@@ -172,3 +172,28 @@ def test_a_write_of_field_names_not_known_makes_every_field_unknown(repos, case,
         assert f"{fx.LOCO_PARAMS}:{fx.line_of(text, 'TUNED' if case.startswith('update') else 'setattr(')}" in \
             getup[key].value.text
     assert params(repos, case).evaluate("SpotGetup").train["discounting"].value == 0.97
+
+
+@pytest.mark.parametrize("case", sorted(UNNAMED))
+def test_a_train_default_behind_a_write_of_unknown_names_is_unknown_not_the_default(repos, case):
+    """A config that may hold fields the engine cannot list (``update(**TUNED)``, ``setattr`` of a
+    name not known) may set any ``train()`` parameter: one it does not list is unknown, not
+    ``train()``'s default; where no such write runs the defaults stand."""
+    brax = Repository(repos["brax"], "brax").resolve(repos["brax_shas"][1])
+    playground = Repository(repos["playground"], "playground").resolve(repos["playground_shas"][case])
+    extractor = BraxExtractor(brax, playground)
+    getup = extractor.env("Go1Getup")
+    fact = getup.facts["entropy_coef"]  # no config of the fixture sets entropy_cost: train()'s default else
+    assert fact.is_unknown and "may hold fields" in fact.unknown and "brax_ppo_config('Go1Getup')" in fact.unknown
+    assert extractor.env("SpotGetup").value("entropy_coef") == fx_default_entropy(extractor)
+
+
+def fx_default_entropy(extractor):
+    return extractor.defaults().value("entropy_coef")
+
+
+def test_a_network_default_behind_a_write_of_unknown_names_is_unknown_too(repos):
+    brax = Repository(repos["brax"], "brax").resolve(repos["brax_shas"][1])
+    playground = Repository(repos["playground"], "playground").resolve(repos["playground_shas"]["update_unknown_kwargs"])
+    fact = BraxExtractor(brax, playground).env("Go1Getup").facts["activation"]  # make_ppo_networks' default
+    assert fact.is_unknown and "the config may hold fields not listed" in fact.unknown, fact

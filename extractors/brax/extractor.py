@@ -30,8 +30,10 @@ from brax_diff.sources.repository import Snapshot
 from brax_diff.facts.vocabulary import KEYS, PER_ENVIRONMENT
 
 from .code import PPO_NETWORKS, TRAIN, BraxCode
-from ..playground.params import FAMILY_PATHS, PARAMS_FUNCTION, Config, ParamsFunction, family_error, registered_envs
+from ..playground.params import (FAMILY_PATHS, NETWORK_FACTORY, PARAMS_FUNCTION, Config, ParamsFunction, family_error,
+                                 registered_envs)
 from .learner import LearnerScopes
+from ..engine.pyast import Code
 from .scope import Scope, Setting
 from ..playground.script import ScriptScopes
 from .setup import setup_facts
@@ -167,10 +169,26 @@ class BraxExtractor:
         envs = self.environments(family)
         findings += params.dead_branches(envs) + params.unregistered_names(envs)
         findings += self._unknown_parameters(family, config)
-        train: Scope = {**self.code.train_defaults(), **self._accepted(config.train, TRAIN, "train")}
-        network: Scope = {**self.code.network_defaults(),
+        train: Scope = {**self._defaults(self.code.train_defaults(), config, "", params, env),
+                        **self._accepted(config.train, TRAIN, "train")}
+        network: Scope = {**self._defaults(self.code.network_defaults(), config, NETWORK_FACTORY, params, env),
                           **self._accepted(config.network or {}, PPO_NETWORKS, "make_ppo_networks")}
         return self._extract(train, network, family=family, env=env, findings=findings)
+
+    @staticmethod
+    def _defaults(defaults: Scope, config: Config, section: str, params: ParamsFunction, env: str | None) -> Scope:
+        """A Brax function's defaults under a config section: where the section may hold fields
+        the engine cannot list (a write of names it does not know), any of them may be set, so
+        none is the default; each is unknown with the reason."""
+        opened = next((part for part in dict.fromkeys((section, "")) if config.sections.get(part)), None)
+        if opened is None:  # neither the section nor the config around it
+            return defaults
+        why = config.sections[opened]
+        call = f"{PARAMS_FUNCTION}({env!r})" if env is not None else f"{PARAMS_FUNCTION}()"
+        at = (params.snapshot.where(params.path, params.module.line(params.function)),)
+        return {name: Setting(Code(f"<not known statically: {call} in {params.path} may set it: "
+                                   f"{opened or 'the config'} may hold fields not listed: {why}>"),
+                              at, f"{section or 'config'} of unknown fields") for name in defaults}
 
     def _accepted(self, scope: Scope, path: str, function: str) -> Scope:
         """The config keys the Brax function accepts: a key it does not accept is no
