@@ -124,3 +124,43 @@ def test_a_file_ruamel_cannot_read_back_is_refused_in_one_line():
         SpecDocument(text, fx.SPEC_PATH, SETS)
     assert "cannot be round-tripped (ruamel.yaml:" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+ANCHORED_IN_A_VARIANT = """\
+_net: &net
+  type: MLPNet
+  hid_layers: [64, 64]
+unrelated: &other
+  agent: {name: SAC}
+ppo_a: &base
+  agent:
+    name: PPO
+    algorithm: {gamma: 0.99, lam: 0.95}
+    net: *net
+  env: {name: x}
+ppo_b:
+  <<: *base
+  meta: {max_frame: 10}
+"""
+
+
+@pytest.mark.parametrize("base, writes", [("ppo_b", []), ("ppo_b", WRITES[:1]), ("ppo_a", WRITES[1:2])])
+def test_the_variant_is_written_as_the_whole_file_would_write_it(base, writes):
+    """The variant's block comes from a dump of only the entries it refers to (speed): it must be
+    the block a dump of the whole file gives, aliases to anchors defined in other variants included."""
+    import io
+
+    from brax_diff.fix import specedit
+
+    document = SpecDocument(ANCHORED_IN_A_VARIANT, "spec.yaml")
+    text = document.with_variant(base, "ppo_c", list(writes), [])
+    root = document._root
+    root["ppo_c"] = specedit._override(root[base], specedit._nest(writes)) if writes else specedit._shared(root[base])
+    try:
+        whole = io.StringIO()
+        specedit._yaml().dump(root, whole)
+        assert "unrelated" not in specedit._needed_for(root, "ppo_c")  # what the variant does not refer to
+    finally:
+        del root["ppo_c"]
+    block = whole.getvalue()[whole.getvalue().rfind("\nppo_c:") + 1:]
+    assert text.endswith(block) and "*base" in block

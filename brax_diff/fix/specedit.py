@@ -219,6 +219,7 @@ class SpecDocument:
         self.sets = dict(sets or {})
         self.spec_file = read_spec_file(text, path, sets)
         self._root = self._parse()  # a file ruamel.yaml cannot read is refused before any work
+        self._before: dict[str, Any] = {}
 
     def _parse(self) -> CommentedMap:
         try:
@@ -259,7 +260,7 @@ class SpecDocument:
         root[name] = _override(root[base], _nest(writes)) if writes else _shared(root[base])
         try:
             out = io.StringIO()
-            _yaml().dump(root, out)
+            _yaml().dump(_needed_for(root, name), out)
         finally:
             del root[name]
         dumped = out.getvalue()
@@ -293,8 +294,46 @@ class SpecDocument:
             raise SpecError(f"{self.path}: cannot be round-tripped: the variants read back as "
                             f"{', '.join(after.variants())}")
         for variant in self.variants():
-            if _resolution(self.spec_file, variant) != _resolution(after, variant):
+            if variant not in self._before:  # the file as read: resolved once, compared every round
+                self._before[variant] = _resolution(self.spec_file, variant)
+            if self._before[variant] != _resolution(after, variant):
                 raise SpecError(f"{self.path}: cannot be round-tripped: variant {variant} would read differently")
+
+
+def _needed_for(root: CommentedMap, name: str) -> CommentedMap:
+    """The top level to dump for variant ``name``: the entries before it that hold an anchored
+    node it refers to, and itself. The variant's block is what is kept of the dump, and it is
+    written as in the whole file (an alias where the anchor came earlier), at a fraction of the
+    cost: the fix solver writes one every round."""
+    referred: set[int] = set()
+    stack = [root[name]]
+    while stack:  # the anchored nodes the new variant refers to (its own nodes are new)
+        node = stack.pop()
+        if _anchored(node):
+            referred.add(id(node))
+        elif isinstance(node, (CommentedMap, CommentedSeq)):
+            stack.extend(node.values() if isinstance(node, CommentedMap) else node)
+            stack.extend(getattr(node, merge_attrib, None) or ())
+    needed = CommentedMap()
+    for key, value in root.items():
+        if key == name or _holds(value, referred):
+            needed[key] = value
+    return needed
+
+
+def _holds(node: Any, wanted: set[int]) -> bool:
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if id(node) in wanted:
+            return True
+        if id(node) in seen or not isinstance(node, (CommentedMap, CommentedSeq)):
+            continue
+        seen.add(id(node))
+        stack.extend(node.values() if isinstance(node, CommentedMap) else node)
+        stack.extend(getattr(node, merge_attrib, None) or ())
+    return False
 
 
 def _resolution(spec_file, variant: str):

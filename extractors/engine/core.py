@@ -4,6 +4,7 @@ expressions and calls.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from weakref import WeakKeyDictionary
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
@@ -207,11 +208,16 @@ class Engine(Statements, Loops, Expressions, Calls):
         if module.source is None:
             return
         module.statements = list(module.source.module.body)
-        setters = {s.name.value: declared_globals(s) for s in module.statements if isinstance(s, cst.FunctionDef)}
+        functions = {s.name.value: s for s in module.statements if isinstance(s, cst.FunctionDef)}
+
+        @functools.cache
+        def declared(name: str) -> set[str]:  # walked only for a function a top-level statement calls
+            return declared_globals(functions[name]) if name in functions else set()
+
         for index, statement in enumerate(module.statements):
             # A statement that binds no name (a setter called at import, `Class.attr = ...` after the
             # class) runs when a name it changes is read.
-            for name in top_bindings(statement) or changed_names(statement, setters):
+            for name in top_bindings(statement) or changed_names(statement, declared):
                 module.bindings.setdefault(name, []).append(index)
             if has_star_import(statement):  # its names are unknown until it runs
                 self._run_top(module, index)

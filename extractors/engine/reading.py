@@ -92,7 +92,7 @@ def declared_globals(function: cst.FunctionDef) -> set[str]:
     return out
 
 
-def changed_names(statement: cst.CSTNode, setters: dict[str, set[str]]) -> set[str]:
+def changed_names(statement: cst.CSTNode, declared: Callable[[str], set[str]]) -> set[str]:
     """Module names a top-level statement that binds none may change: the object an attribute or
     item is set on, the receiver of a method called, the globals a module function called declares."""
     out: set[str] = set()
@@ -107,7 +107,7 @@ def changed_names(statement: cst.CSTNode, setters: dict[str, set[str]]) -> set[s
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
             if isinstance(func, cst.Name):
-                out |= setters.get(func.value, set())
+                out |= declared(func.value)
             elif isinstance(func, cst.Attribute):
                 targets = [func.value]
         for target in targets:
