@@ -155,3 +155,20 @@ def test_the_text_result_shows_every_arms_score_and_every_verdict():
     text = render(VerifyResult(plan, runs, decided, gap_summary(plan, runs, decided)))
     assert "  gap      all_fixes - baseline               +438.0 [+426.0, +450.0] at 95.0%  supported  n=10" in text
     assert "reference" not in text
+
+
+def test_a_flipped_gap_row_reads_its_solve_rates_the_same_way_round():
+    """``baseline - reference`` is the family's ``reference - baseline`` read backwards: the
+    rates of solving must follow (they were left as the reference's first)."""
+    result = synthetic_result()
+    scores = {"baseline": [990.0, 230.0, 995.0, 250.0, 220.0] * 2, "reference": [760.0, 800.0, 720.0, 780.0, 790.0] * 2}
+    runs = [dataclasses.replace(r, score=scores[r.spec.arm][r.spec.seed]) if r.spec.arm in scores else r
+            for r in result.results]
+    decided = verdicts(result.plan, runs)
+    family = next(v for v in decided if v["name"] == "reference_vs_baseline")
+    assert (family["solving"]["rate_x"], family["solving"]["rate_y"]) == (0.2, 0.4)
+    behind = gap_summary(result.plan, runs, decided)["baseline_vs_reference"]
+    assert (behind["solving"]["rate_x"], behind["solving"]["rate_y"]) == (0.4, 0.2)
+    assert (behind["solving"]["only_x"], behind["solving"]["only_y"]) == (family["solving"]["only_y"],
+                                                                          family["solving"]["only_x"])
+    assert behind["solving"]["rate_x_ci"] == family["solving"]["rate_y_ci"]

@@ -255,6 +255,14 @@ def _flip(entry: dict[str, Any]) -> dict[str, Any]:
         entry["verdict"], entry["verdict"])
     if flipped.get("poi") is not None:
         flipped["poi"] = 1.0 - entry["poi"]
+    if isinstance(entry.get("solving"), dict):  # the probability of solving, read the other way round too
+        solving = dict(entry["solving"])
+        for x, y in (("rate_x", "rate_y"), ("rate_x_ci", "rate_y_ci"), ("only_x", "only_y")):
+            if x in solving and y in solving:
+                solving[x], solving[y] = entry["solving"][y], entry["solving"][x]
+        solving["verdict"] = {stats.SUPPORTED: stats.NOT_SUPPORTED, stats.NOT_SUPPORTED: stats.SUPPORTED}.get(
+            solving.get("verdict"), solving.get("verdict"))
+        flipped["solving"] = solving
     return flipped
 
 
