@@ -30,7 +30,7 @@ def test_resolved_comparisons_are_what_may_be_concluded_and_no_stand_in_comes_fi
     said = entries()["conclusions"]
     assert said["may"][0].startswith("SLM-Lab's settings (baseline) vs Brax's trainer (reference): baseline scores "
                                      "lower, by 550 ([") and said["may"][0].endswith(" at 95.0%, 10 paired seeds).")
-    assert any(line.startswith("every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
+    assert any(line.startswith("Every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
                                "settings (baseline): all_fixes scores higher, by 438 (") for line in said["may"])
     assert said["may_not"][0].startswith("No stand-in ran (`--arms gap,stand_in` runs it)")
     assert said["may_not"][-1].startswith("What happens at SLM-Lab's own operating point: these runs are scaled to a CPU")
@@ -86,3 +86,18 @@ def test_per_environment_means_and_solved_counts_per_arm():
     assert table["rows"][0]["env"] == "CartpoleBalance" and table["threshold"] == 800.0
     assert cells["baseline"] == {"n": 10, "mean": pytest.approx(220.0), "solved": 0}
     assert cells["reference"] == {"n": 10, "mean": pytest.approx(770.0), "solved": 2}  # 800 once in 5, twice over
+
+
+def test_a_bounded_fraction_is_concluded_only_when_its_interval_excludes_zero():
+    said = entries()["conclusions"]
+    moved = next(line for line in said["may"] if line.startswith("The fixes (all_fixes) move"))
+    assert moved.startswith("The fixes (all_fixes) move SLM-Lab's score toward Brax's trainer's by a fraction 0.796 [")
+    assert moved.endswith("at 95% (Fieller) of the gap")
+    result = synthetic_result()
+    noise = [1, -0.9, 1.1, -1.05, 0.95, -1, 1.05, -0.95, 0.9, -1.1]  # all_fixes 260 +- 300: a fraction near 0
+    runs = [dataclasses.replace(r, score=260.0 + 300.0 * noise[r.spec.seed]) if r.spec.arm == "all_fixes" else r
+            for r in result.results]
+    said = entries(result, runs)["conclusions"]
+    assert "Whether the fixes (all_fixes) close any of the gap: the fraction 0.0727 [-0.337, 0.481] at 95% " \
+           "(Fieller) holds 0." in said["may_not"]
+    assert not any("move SLM-Lab's score" in line for line in said["may"])

@@ -179,7 +179,7 @@ def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol:
     seeds = gap.get("seeds")
     for row in rows:
         entry = gap.get(row["name"]) or {}
-        title = row["title"]
+        title = row["title"][:1].upper() + row["title"][1:]  # a sentence of its own
         n = entry.get("seeds", seeds)
         if entry.get("verdict") in ("supported", "not_supported") and "ci" in entry:
             higher = "higher" if entry["verdict"] == "supported" else "lower"
@@ -190,9 +190,18 @@ def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol:
             may_not.append(f"{title}: not resolved at {n} paired seeds (mean difference {_pm(entry['delta'])})"
                            + (f"; a true difference of ±{mde:.3g} or more would have been found with 80% probability, "
                               "a smaller one would not" if mde else "") + ".")
-    if gap.get("closed_fraction") == "unbounded":
+    fraction, interval = gap.get("closed_fraction"), gap.get("closed_fraction_ci")
+    if fraction == "unbounded":
         may_not.append("How much of the gap the fixes close: the gap itself is not resolved, so the fraction is "
                        "unbounded.")
+    elif _number(fraction) and interval:
+        span = f"{fraction:.3g} [{interval[0]:.3g}, {interval[1]:.3g}] at 95% (Fieller)"
+        if interval[0] > 0 or interval[1] < 0:
+            may.append(f"The fixes (all_fixes) move SLM-Lab's score toward Brax's trainer's by a fraction {span} of "
+                       "the gap" if interval[0] > 0 else
+                       f"The fixes (all_fixes) move SLM-Lab's score away from Brax's trainer's: fraction {span}.")
+        else:
+            may_not.append(f"Whether the fixes (all_fixes) close any of the gap: the fraction {span} holds 0.")
     envs = protocol.get("envs") or []
     scale = []
     if protocol.get("num_envs"):
@@ -256,7 +265,7 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
     if isinstance(raw_gap.get("seeds"), int):
         gap["seeds"] = raw_gap["seeds"]
     envs = [e for e in plan.get("envs", []) if isinstance(e, str)] if isinstance(plan.get("envs"), list) else []
-    gap_plots = [_link(result_dir, report_dir, plots[f"gap:{env}"]) for env in envs
+    gap_plots = [{"env": env, "link": _link(result_dir, report_dir, plots[f"gap:{env}"])} for env in envs
                  if isinstance(plots.get(f"gap:{env}"), str)]
     loo = sorted((e for e in entries if e.get("family") == "loo"),
                  key=lambda e: (-e.get("delta", float("-inf")), e.get("arm", "")))

@@ -272,7 +272,7 @@ def _curves(results: list[RunResult], env: str, arm: str):
 
 
 def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str, str]:
-    """One PNG per env for the gap (baseline, all_fixes, reference), one per leave-one-out and
+    """One PNG per env for the gap (baseline, the fix arms, reference, stand_in), one per leave-one-out and
     per variant key (first environment that ran it); name -> path relative to ``output``."""
     from .plots import learning_curves
 
@@ -284,8 +284,10 @@ def write_plots(plan: Plan, results: list[RunResult], output: Path) -> dict[str,
         if BASELINE in arms and (ALL_FIXES in arms or REFERENCE in arms):
             name = f"plots/{env}-gap.png"
             shown = [(BASELINE, "baseline (SLM-Lab settings)"), (ALL_FIXES, ARM_TITLES[ALL_FIXES]),
-                     (SPEC_FIXES, ARM_TITLES[SPEC_FIXES]), (REFERENCE, "reference (Brax ppo.train)")]
-            learning_curves(output / name, f"{env}: SLM-Lab settings, all fixes, Brax's trainer",
+                     (SPEC_FIXES, ARM_TITLES[SPEC_FIXES]), (REFERENCE, "reference (Brax ppo.train)"),
+                     (STAND_IN, "stand_in (Brax's settings and loss semantics, PyTorch)")]
+            title = f"{env}: SLM-Lab settings, all fixes, Brax's trainer" + (" and the stand-in" if STAND_IN in arms else "")
+            learning_curves(output / name, title,
                             {label: _curves(results, env, arm) for arm, label in shown if arm in arms}, ylabel)
             plots[f"gap:{env}"] = name
     for arm in arms:
