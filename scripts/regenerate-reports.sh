@@ -14,10 +14,12 @@ slm_repo=${SLM_REPO:-https://github.com/kengz/SLM-Lab}
 rsl_rl_repo=${RSL_RL_REPO:-https://github.com/leggedrobotics/rsl_rl}
 repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
 
-# The seed-era verification (CartpoleBalance, a DM Control environment) is made by the CPU
-# preset at 10 seeds (docs/verify.md; about 50 minutes on 2 cores from an empty cache):
+# The seed-era verification (CartpoleBalance and CartpoleSwingup, DM Control environments; five
+# arms, the stand-in included) is made by the CPU preset at 10 seeds (docs/verify.md; 49 minutes
+# on 2 cores from an empty cache):
 #   brax-diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-#     --preset cpu --seeds 10 --all-fixes settings --set max_frame=100000000 --output reports/phase5-seed/verify
+#     --preset cpu --seeds 10 --env CartpoleBalance --env CartpoleSwingup --set max_frame=100000000 \
+#     --arms gap,stand_in --engine batched --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
 for family in dm_control locomotion manipulation; do
