@@ -132,7 +132,7 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     assert rows[4].startswith("| every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
                               "settings (baseline) | +438 |")
     assert "| Fraction of the gap the fixes close | 0.796 | [" in section_text and "at 95% (Fieller)" in section_text
-    assert "[Learning curves](../verify/plots/CartpoleBalance-gap.png)" in section_text
+    assert "Learning curves: [CartpoleBalance](../verify/plots/CartpoleBalance-gap.png)." in section_text
     loo = [line for line in rows if line.startswith("| [`")]
     assert loo[0].startswith("| [`learning_rate`](../verify/plots/CartpoleBalance-loo-learning_rate.png) | +418")
     assert loo[1].startswith("| [`clip_epsilon`]") and "not resolved: a true difference of ±40.1 or more would have been found (80% power)" in loo[1]
