@@ -311,14 +311,16 @@ def _needed_for(root: CommentedMap, name: str) -> CommentedMap:
         node = stack.pop()
         if _anchored(node):
             referred.add(id(node))
-        elif isinstance(node, (CommentedMap, CommentedSeq)):
-            stack.extend(node.values() if isinstance(node, CommentedMap) else node)
-            stack.extend(getattr(node, merge_attrib, None) or ())
-    needed = CommentedMap()
-    for key, value in root.items():
-        if key == name or _holds(value, referred):
-            needed[key] = value
-    return needed
+        else:
+            stack.extend(_parts(node))
+    return CommentedMap((key, value) for key, value in root.items() if key == name or _holds(value, referred))
+
+
+def _parts(node: Any) -> list:
+    """A node's values, items and merged mappings (nothing for a scalar)."""
+    if not isinstance(node, (CommentedMap, CommentedSeq)):
+        return []
+    return [*(node.values() if isinstance(node, CommentedMap) else node), *(getattr(node, merge_attrib, None) or ())]
 
 
 def _holds(node: Any, wanted: set[int]) -> bool:
@@ -328,11 +330,9 @@ def _holds(node: Any, wanted: set[int]) -> bool:
         node = stack.pop()
         if id(node) in wanted:
             return True
-        if id(node) in seen or not isinstance(node, (CommentedMap, CommentedSeq)):
-            continue
-        seen.add(id(node))
-        stack.extend(node.values() if isinstance(node, CommentedMap) else node)
-        stack.extend(getattr(node, merge_attrib, None) or ())
+        if id(node) not in seen:
+            seen.add(id(node))
+            stack.extend(_parts(node))
     return False
 
 

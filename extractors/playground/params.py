@@ -101,6 +101,9 @@ def _string_keys(node: cst.CSTNode | None) -> set[str]:
     return set()
 
 
+_PARSE = object()  # ParamsFunction's default: parse the params file itself
+
+
 class ParamsFunction:
     """A config function of one family at one Playground commit: ``brax_ppo_config`` unless
     ``name`` says another (the RSL-RL side runs ``rsl_rl_config`` of the same files)."""
@@ -111,20 +114,24 @@ class ParamsFunction:
     UNDECIDED: bool | None = False
 
     def __init__(self, snapshot: Snapshot, family: str, env_configs: EnvConfigs | None = None,
-                 name: str = PARAMS_FUNCTION) -> None:
+                 name: str = PARAMS_FUNCTION, module: Any = _PARSE) -> None:
+        """``module``: the params file already parsed by the caller (None: it could not be
+        read, so there is no function to run); by default it is parsed here."""
         self.snapshot = snapshot
         self.name = name
         self.env_configs = env_configs
         self.family = family
         self.path = FAMILY_PATHS[family][0]
-        try:
-            self.module = parse_file(snapshot, self.path)
-        except SyntaxError as exc:
-            raise BraxDiffError(f"playground: {exc} at {snapshot.ref} ({snapshot.sha[:12]})") from None
+        if module is _PARSE:
+            try:
+                module = parse_file(snapshot, self.path)
+            except SyntaxError as exc:
+                raise BraxDiffError(f"playground: {exc} at {snapshot.ref} ({snapshot.sha[:12]})") from None
+        self.module = module
         self._dead: list[Finding] | None = None
         self._configs: dict[str | None, Config] = {}
         self._engine = None
-        self.function = self.module.function(name)
+        self.function = self.module.function(name) if self.module is not None else None
         self.env_param = None
         if self.function is not None and self.function.params.params:
             self.env_param = self.function.params.params[0].name.value

@@ -35,14 +35,10 @@ class ParamsFunction(_ConfigFunction):
     UNDECIDED = None  # an undecided branch: both ways, merged (a key it sets is unknown)
 
     def __init__(self, snapshot, family: str, env_configs=None) -> None:
-        # A params file that is missing or does not parse is a finding on this side, not an error.
+        # A params file that is missing or does not parse is a finding on this side, not an error;
+        # parsed once, by File, for both.
         self.file = File(snapshot, FAMILY_PARAMS[family])
-        if self.file.module is None:
-            self.snapshot, self.family, self.path, self.name = snapshot, family, FAMILY_PARAMS[family], PARAMS_FUNCTION
-            self.module = self.function = self.env_param = None
-            self.env_configs, self._engine, self._dead, self._configs = env_configs, None, None, {}
-            return
-        super().__init__(snapshot, family, env_configs, name=PARAMS_FUNCTION)
+        super().__init__(snapshot, family, env_configs, name=PARAMS_FUNCTION, module=self.file.module)
 
     @property
     def problem(self) -> str | None:
