@@ -82,6 +82,7 @@ def test_defaults_give_every_key_from_the_code(repos):
         "policy_obs_keys": "state", "value_obs_keys": "state", "physics_backend": None,
         # nor num_evals, num_resets_per_eval or deterministic_eval: the evaluation protocol is not read
         "num_resets_per_eval": None, "eval_interval_env_steps": None, "eval_policy": None,
+        "env_steps_between_resets": None,
     }
     assert old.facts["eval_policy"].unknown == ("eval_policy: neither the config nor the signature sets "
                                                 "train(deterministic_eval=...)")

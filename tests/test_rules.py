@@ -41,7 +41,7 @@ def test_every_canonical_key_belongs_to_exactly_one_rule():
 def test_shipped_rules_are_complete():
     table = load_rules()
     codes = [r.code for r in table.rules]
-    assert codes == sorted(codes) and len(set(codes)) == len(codes) == 47
+    assert codes == sorted(codes) and len(set(codes)) == len(codes) == 48
     assert {r.topic for r in table.rules} == set(TOPIC_TITLES)  # every topic has a rule
     assert set(table.references) == {"andrychowicz2021", "huang2022", "engstrom2020", "pardo2018", "braylan2015",
                                      "pinto2018", "zakka2025", "kingma2015", "haarnoja2018", "espeholt2018",
@@ -56,7 +56,7 @@ def test_shipped_rules_read_by_libyaml_equal_the_bounded_loader():
 
     fast = rules._shipped_rules(rules.SHIPPED_RULES.stat().st_mtime_ns)
     assert fast == rules._read_yaml(rules.SHIPPED_RULES)  # data and each rule's line
-    assert len(fast[1]) == 47 and min(fast[1].values()) > 1
+    assert len(fast[1]) == 48 and min(fast[1].values()) > 1
 
 
 def test_every_shipped_fix_template_passes_the_sandbox_check():
@@ -238,12 +238,42 @@ def test_predicates_decide_on_values():
     assert compile_predicate({"brax_larger": True, "ratio_at_least": 1.5}, "t")(ctx(0.3, 0.2))
 
 
+def test_a_side_below_its_own_value_of_another_key():
+    below = compile_predicate({"brax_below_key": "episode_length"}, "t")
+    key = "env_steps_between_resets"
+    assert below(ctx(480, 0, key, others=[("episode_length", 1000, 1000)]))
+    assert not below(ctx(1000, 0, key, others=[("episode_length", 1000, 1000)]))
+    assert not below(ctx(480, 0, key))  # no episode length compared: nothing to be below
+    assert not below(ctx(0, 480, key, others=[("episode_length", 1000, 1000)]))  # 0: never reset
+    assert not below(ctx(480, 0, key, others=[("episode_length", None, 1000)]))
+    assert compile_predicate({"slm_below_key": "episode_length"}, "t")(ctx(0, 300, key,
+                                                                          others=[("episode_length", 1000, 500)]))
+    assert below.explain(ctx(480, 0, key, others=[("episode_length", 1000, 1000)])) == (
+        "Brax's value 480 is below its `episode_length` of 1000")
+
+
+def test_resets_inside_the_episode_are_important_and_resets_past_it_minor():
+    table = load_rules()
+    key = "env_steps_between_resets"
+
+    def severity(brax, slm, episode):
+        c = ctx(brax, slm, key, others=[("episode_length", episode, episode)])
+        return table.rule_for(key).severity(c)
+
+    assert severity(480, 0, 1000) == ("IMPORTANT", "Brax's value 480 is below its `episode_length` of 1000")
+    assert severity(31_360, 0, 150)[0] == "MINOR"  # each env runs whole episodes between resets
+    assert severity(0, 480, 1000)[0] == "IMPORTANT"  # the other way round: SLM-Lab's resets cut episodes
+    assert severity(480, 480, 1000)[0] is None
+    assert table.rule_for(key).code == "BD049"
+
+
 @pytest.mark.parametrize("raw, message", [
     ("wat", "unknown predicate 'wat'"),
     ("ratio_at_least", "needs an argument"),
     ({"ratio_at_least": -1}, "needs a positive number"),
     ({"brax_in": []}, "needs a non-empty list"),
     ({"other": {"no_such_key": "equal"}}, "unknown canonical key 'no_such_key'"),
+    ({"brax_below_key": "no_such_key"}, "unknown canonical key 'no_such_key'"),
     ({"equal": 3}, "takes no argument"),
     (42, "a predicate is a name or a one-entry mapping"),
 ])

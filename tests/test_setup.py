@@ -387,7 +387,7 @@ def test_an_environment_report_shows_the_privileged_critic(repos, capsys):
 
 
 # -- the evaluation protocol (issue 21 item 1) ---------------------------------------------------------
-EVAL = ("num_resets_per_eval", "eval_interval_env_steps", "eval_policy")
+EVAL = ("num_resets_per_eval", "eval_interval_env_steps", "eval_policy", "env_steps_between_resets")
 
 
 def test_brax_evaluation_protocol_per_environment(repos):
@@ -395,8 +395,10 @@ def test_brax_evaluation_protocol_per_environment(repos):
     pick = extractor.env("PandaPickCube")
     # 5,000,000 steps in max(5 - 1, 1) = 4 epochs of whole training steps of 16 x 8 x 4 x 1 = 512 env steps,
     # each run max(10, 1) times: ceil(5e6 / (4 x 512 x 10)) = 245 -> 245 x 512 x 10
+    # each env runs 245 training steps of 16 x 4 / 4 = 16 unrolls of 8 steps between resets: 245 x 128
     assert {k: pick.value(k) for k in EVAL} == {"num_resets_per_eval": 10, "eval_interval_env_steps": 1_254_400,
-                                                "eval_policy": "sampled"}
+                                                "eval_policy": "sampled", "env_steps_between_resets": 31_360}
+    assert ("train.py", bfx.line_of(TRAIN, "num_envs: int = 4")) in where(pick.facts["env_steps_between_resets"])
     assert where(pick.facts["num_resets_per_eval"]) == [("manipulation_params.py",
                                                          bfx.line_of(MANIP_PARAMS, "num_resets_per_eval=10"))]
     assert ("train.py", bfx.line_of(TRAIN, "deterministic_eval: bool = False")) in where(pick.facts["eval_policy"])
@@ -405,7 +407,8 @@ def test_brax_evaluation_protocol_per_environment(repos):
     cartesian = extractor.env("PandaPickCubeCartesian")  # 20M steps, 2 epochs, action repeat 2: 1,024 per step
     assert {k: cartesian.value(k) for k in EVAL} == {"num_resets_per_eval": 10,
                                                      "eval_interval_env_steps": 977 * 1024 * 10,
-                                                     "eval_policy": "deterministic"}
+                                                     "eval_policy": "deterministic",
+                                                     "env_steps_between_resets": 977 * 1024 // 4}
 
 
 def test_brax_evaluation_count_set_at_run_time_is_an_explained_unknown(repos):
@@ -414,13 +417,15 @@ def test_brax_evaluation_count_set_at_run_time_is_an_explained_unknown(repos):
     assert fact.value is None and "num_evals" in fact.unknown and "jax.device_count()" in fact.unknown
     assert any(f.key == "eval_interval_env_steps" and f.kind == "pattern_not_found" for f in go1.findings)
     assert (go1.value("num_resets_per_eval"), go1.value("eval_policy")) == (0, "sampled")  # train()'s defaults
+    # no resets: the schedule's unknown input does not matter to how far an env runs
+    assert go1.value("env_steps_between_resets") == 0
 
 
 def test_slm_evaluation_protocol_from_its_session_and_spec(repos):
     extractor = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH)
     small = extractor.variant("ppo_fx_small")  # rigorous_eval: 1, eval_frequency: 40000
     assert {k: small.value(k) for k in EVAL} == {"num_resets_per_eval": 0, "eval_interval_env_steps": 40_000,
-                                                 "eval_policy": "sampled"}
+                                                 "eval_policy": "sampled", "env_steps_between_resets": 0}
     assert ("ppo_playground.yaml", bfx.line_of(SLM_SPEC, "eval_frequency: 40000")) in \
         where(small.facts["eval_interval_env_steps"])
     assert ("policy_util.py", sfx.line_of(SLM_POLICY_UTIL, "action_pd.sample()")) in \
@@ -430,7 +435,7 @@ def test_slm_evaluation_protocol_from_its_session_and_spec(repos):
         ("control.py", sfx.line_of(CONTROL, "state, info = self.env.reset()", after="while"))]
     plain = extractor.variant("ppo_fx")  # no rigorous_eval: the training episodes, logged every log_frequency
     assert {k: plain.value(k) for k in EVAL} == {"num_resets_per_eval": 0, "eval_interval_env_steps": 5_000,
-                                                 "eval_policy": "training_episodes"}
+                                                 "eval_policy": "training_episodes", "env_steps_between_resets": 0}
     assert where(plain.facts["eval_policy"]) == [
         ("control.py", bfx.line_of(CONTROL, 'get("rigorous_eval", False)')),
         ("control.py", bfx.line_of(CONTROL, "self.eval_env = self.env"))]
@@ -451,7 +456,8 @@ def test_slm_evaluation_of_another_shape_is_unknown_with_findings(tmp_path):
     plain = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH).variant("ppo_fx")
     for key, why in (("eval_policy", "no `self.eval_env = self.env`"),
                      ("eval_interval_env_steps", "_set_env_attributes sets no log_frequency default"),
-                     ("num_resets_per_eval", "run_rl: the training loop resets the env in a shape")):
+                     ("num_resets_per_eval", "run_rl: the training loop resets the env in a shape"),
+                     ("env_steps_between_resets", "run_rl: the training loop resets the env in a shape")):
         fact = plain.facts[key]
         assert fact.value is None and why in fact.unknown, (key, fact.unknown)
         assert [f.kind for f in plain.findings if f.key == key] == ["pattern_not_found"]

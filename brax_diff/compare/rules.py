@@ -247,6 +247,22 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
                          lambda c, side=side, bound=bound: f"{_side(side)}'s value "
                          f"{_spoken(getattr(c.difference, f'{side}_value'))} is below {_show(bound)}",
                          lambda c, side=side, bound=bound: f"{_side(side)}'s value is not below {_show(bound)}")
+    if name in ("brax_below_key", "slm_below_key"):
+        side, other = name.split("_")[0], arg
+        _check_keys([other], where)
+        def own(ctx: Context, side=side, other=other):
+            sub = ctx.on(other)
+            fact = None if sub is None else getattr(sub.difference, side)
+            return None if fact is None or fact.is_unknown or not is_number(fact.value) else fact.value
+        def test(ctx: Context, side=side) -> bool:
+            fact, bound = getattr(ctx.difference, side), own(ctx)
+            return (fact is not None and not fact.is_unknown and is_number(fact.value) and bound is not None
+                    and 0 < fact.value < bound)
+        return Predicate(test, f"{_side(side)}'s value is above 0 and below its own `{other}`",
+                         lambda c, side=side, other=other: f"{_side(side)}'s value "
+                         f"{_spoken(getattr(c.difference, f'{side}_value'))} is below its `{other}` of "
+                         f"{_spoken(own(c))}",
+                         lambda c, side=side, other=other: f"{_side(side)}'s value is not below its `{other}`")
     if name in ("brax_in", "slm_in"):
         side, choices = name.split("_")[0], _list_arg(name, arg, where)
         def test(ctx: Context, side=side, choices=choices) -> bool:
@@ -294,6 +310,9 @@ PREDICATES = {
     "slm_is": ("V", "SLM-Lab's value equals V (null allowed)"),
     "brax_below": ("N", "Brax's value is a number below N"),
     "slm_below": ("N", "SLM-Lab's value is a number below N"),
+    "brax_below_key": ("KEY", "Brax's value is a number above 0 (0: none, as for a count of steps) and below "
+                              "Brax's own value of KEY in the same scope"),
+    "slm_below_key": ("KEY", "SLM-Lab's value is a number above 0 and below SLM-Lab's own value of KEY"),
     "brax_in": ("[V, ...]", "Brax's value is one of these"),
     "slm_in": ("[V, ...]", "SLM-Lab's value is one of these"),
     "key_in": ("[KEY, ...]", "the classified key is one of these (rules covering several keys)"),

@@ -193,6 +193,12 @@ _KEYS = (
         "Times every training env is reset, all together, between two evaluations (Brax `num_resets_per_eval`: "
         "each reset starts all episodes afresh; 0: envs reset only when their episode ends, SLM-Lab's vector "
         "envs).", per_environment=True),
+    Key("env_steps_between_resets", "setup", "int", "env steps",
+        "Env steps each training env runs before every training env is reset together to a fresh initial state "
+        "(Brax: with `num_resets_per_eval` > 0, after each reset epoch of `num_training_steps_per_epoch` training "
+        "steps); 0: never, an env restarts only when its episode ends, and Playground's auto-reset wrapper "
+        "restarts it at its cached first state. Below `episode_length`, training never sees an episode past this "
+        "step nor a time-limit truncation.", per_environment=True),
     Key("eval_interval_env_steps", "setup", "int", "env steps",
         "Env steps of training between two scores of the run, all envs together, in the unit of "
         "`training_env_steps` (Brax: `num_timesteps` split into max(num_evals - 1, 1) epochs of whole training "

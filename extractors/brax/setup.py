@@ -66,7 +66,8 @@ def evaluation_facts(train: Scope) -> list[Fact]:
     runs fresh episodes of the policy's mode or of samples) and ``eval_interval_env_steps``, the env
     steps between two evaluations: train() splits num_timesteps into max(num_evals - 1, 1) epochs of
     whole training steps, each ``batch_size * unroll_length * num_minibatches * action_repeat`` env
-    steps, run ``max(num_resets_per_eval, 1)`` times (``num_training_steps_per_epoch``)."""
+    steps, run ``max(num_resets_per_eval, 1)`` times (``num_training_steps_per_epoch``); and
+    ``env_steps_between_resets``, how far each training env runs between those resets."""
     out = [_fact("num_resets_per_eval", train.get("num_resets_per_eval"), "train(num_resets_per_eval=...)")]
     deterministic = _fact("eval_policy", train.get("deterministic_eval"), "train(deterministic_eval=...)")
     if not deterministic.is_unknown and not isinstance(deterministic.value, bool):
@@ -79,23 +80,71 @@ def evaluation_facts(train: Scope) -> list[Fact]:
                              ("mode" if deterministic.value else "samples") + f"; {deterministic.note}")
     out.append(deterministic)
     out.append(_eval_interval(train))
+    out.append(_steps_between_resets(train))
     return out
 
 
-def _eval_interval(train: Scope) -> Fact:
-    key = "eval_interval_env_steps"
+def _ints(train: Scope, key: str, names: tuple[str, ...]) -> tuple[dict[str, int], list] | Fact:
+    """train()'s integer parameters ``names`` with their lines, or the unknown ``key`` naming the
+    first that is not an int."""
     values, provenance = {}, []
-    for name in EVAL_INTERVAL_INPUTS:
+    for name in names:
         fact = _fact(key, train.get(name), f"train({name}=...)")
         if fact.is_unknown or not isinstance(fact.value, int) or isinstance(fact.value, bool):
             why = fact.unknown.split(": ", 1)[1] if fact.is_unknown else f"{name} is {fact.value!r}"
             return Fact(key, None, fact.provenance, unknown=f"{key}: from train()'s {name}: {why}")
         values[name] = fact.value
         provenance.extend(fact.provenance)
+    return values, provenance
+
+
+def _training_step(values: dict[str, int]) -> tuple[int, int]:
+    """(env steps of one training step, training steps per reset epoch), as train() computes them."""
     per_step = values["batch_size"] * values["unroll_length"] * values["num_minibatches"] * values["action_repeat"]
     resets = max(values["num_resets_per_eval"], 1)
     epochs = max(values["num_evals"] - 1, 1)
-    steps_per_epoch = -(-values["num_timesteps"] // (epochs * per_step * resets))  # ceil, as train() rounds up
+    return per_step, -(-values["num_timesteps"] // (epochs * per_step * resets))  # ceil, as train() rounds up
+
+
+def _eval_interval(train: Scope) -> Fact:
+    key = "eval_interval_env_steps"
+    read = _ints(train, key, EVAL_INTERVAL_INPUTS)
+    if isinstance(read, Fact):
+        return read
+    values, provenance = read
+    per_step, steps_per_epoch = _training_step(values)
+    resets = max(values["num_resets_per_eval"], 1)
+    epochs = max(values["num_evals"] - 1, 1)
     return Fact(key, steps_per_epoch * per_step * resets, tuple(sorted(set(provenance))),
                 f"train(): {values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {epochs} epochs of whole "
                 f"training steps ({per_step:,} env steps each, x max(num_resets_per_eval, 1) = {resets})")
+
+
+def _steps_between_resets(train: Scope) -> Fact:
+    """How far each training env runs before train() resets them all: with num_resets_per_eval
+    > 0, after every reset epoch of ``num_training_steps_per_epoch`` training steps, each
+    ``batch_size * num_minibatches / num_envs`` unrolls of ``unroll_length`` per env; with 0, never."""
+    key = "env_steps_between_resets"
+    read = _ints(train, key, ("num_resets_per_eval",))
+    if isinstance(read, Fact):
+        return read
+    if read[0]["num_resets_per_eval"] <= 0:
+        return Fact(key, 0, tuple(sorted(set(read[1]))),
+                    "train(num_resets_per_eval=0): the training envs are never reset together; an env restarts "
+                    "only when its episode ends")
+    read = _ints(train, key, (*EVAL_INTERVAL_INPUTS, "num_envs"))
+    if isinstance(read, Fact):
+        return read
+    values, provenance = read
+    per_step, steps_per_epoch = _training_step(values)
+    if values["num_envs"] <= 0 or (values["batch_size"] * values["num_minibatches"]) % values["num_envs"]:
+        return Fact(key, None, tuple(sorted(set(provenance))),
+                    unknown=f"{key}: train() raises: batch_size x num_minibatches = "
+                            f"{values['batch_size'] * values['num_minibatches']:,} is not a multiple of num_envs "
+                            f"{values['num_envs']:,}")
+    per_env = steps_per_epoch * per_step // values["num_envs"]
+    return Fact(key, per_env, tuple(sorted(set(provenance))),
+                f"train(): every env reset together after each epoch of {steps_per_epoch:,} training step(s) of "
+                f"{per_step // values['num_envs']:,} env steps per env (batch_size x num_minibatches / num_envs = "
+                f"{values['batch_size'] * values['num_minibatches'] // values['num_envs']} unrolls of "
+                f"{values['unroll_length']} x action_repeat {values['action_repeat']})")

@@ -343,7 +343,7 @@ class _VariantFacts:
         policy's samples; without, the training env itself, whose episodes' returns are logged
         every ``meta.log_frequency`` frames. ``run_rl`` resets a vector env only when its episodes
         end (its own resets are for a single env)."""
-        keys = ("eval_policy", "eval_interval_env_steps", "num_resets_per_eval")
+        keys = ("eval_policy", "eval_interval_env_steps", "num_resets_per_eval", "env_steps_between_resets")
         ev = self.tree.ask(code.read_evaluation)
         if ev is None:
             for key in keys:
@@ -361,12 +361,16 @@ class _VariantFacts:
             self._eval_interval(ev, bool(rigorous), rigorous_at)
         guarded = ev.loop is not None and ev.loop_resets and all(r.value for r in ev.loop_resets)
         if ev.loop is None or not (guarded or not ev.loop_resets):
-            self.unknown("num_resets_per_eval", f"{code.CONTROL} run_rl: the training loop resets the env in a "
-                                                "shape the extractor does not read", (control,))
+            for key in ("num_resets_per_eval", "env_steps_between_resets"):
+                self.unknown(key, f"{code.CONTROL} run_rl: the training loop resets the env in a shape the "
+                                  "extractor does not read", (control,))
             return
-        self.add("num_resets_per_eval", 0, [self.at_code(ev.loop), *(self.at_code(r) for r in ev.loop_resets)],
+        loop = [self.at_code(ev.loop), *(self.at_code(r) for r in ev.loop_resets)]
+        self.add("num_resets_per_eval", 0, loop,
                  "run_rl's loop resets the env only when it is not a vector env: a Playground vector env resets "
                  "each episode as it ends, never all together")
+        self.add("env_steps_between_resets", 0, loop,
+                 "run_rl never resets a vector env's envs together: each runs until its episode ends")
 
     def _eval_policy(self, ev: code.EvalCode, rigorous: bool, rigorous_at: Provenance) -> None:
         if not rigorous:
