@@ -722,6 +722,37 @@ class ClockWrapper:
 '''
 
 
+# How SLM-Lab scores a session (upstream's shape, written for these tests): a separate eval env only
+# with meta.rigorous_eval, the training env otherwise; scores at the meta's frequencies, else defaults.
+CONTROL_PATH = "slm_lab/experiment/control.py"
+CONTROL = '''
+"""Fixture session: trains an agent, scores it at its checkpoints."""
+from slm_lab.env import make_env
+
+
+class Session:
+    def __init__(self, spec):
+        self.spec = spec
+        self.agent, self.env = make_agent_env(spec)
+        self._rigorous_eval = self.spec.get("meta", {}).get("rigorous_eval", False)
+        if self._rigorous_eval:
+            self.eval_env = make_env(self.spec)
+        else:
+            self.eval_env = self.env
+
+    def run_rl(self):
+        state, info = self.env.reset()
+        is_venv = self.env.is_venv
+        while self.env.get() < self.env.max_frame:
+            action = self.agent.act(state)
+            next_state, reward, terminated, truncated, info = self.env.step(action)
+            self.try_ckpt(self.agent, self.env)
+            if not is_venv and (terminated or truncated):
+                state, info = self.env.reset()
+            else:
+                state = next_state
+'''
+
 def repo_files(net_util: str = NET_UTIL_WITH_MIN) -> dict[str, str]:
     """One commit's files of the fixture SLM-Lab checkout."""
     return {
@@ -742,6 +773,7 @@ def repo_files(net_util: str = NET_UTIL_WITH_MIN) -> dict[str, str]:
         "slm_lab/env/__init__.py": ENV_INIT,
         "slm_lab/env/playground.py": PLAYGROUND,
         "slm_lab/env/wrappers.py": WRAPPERS,
+        CONTROL_PATH: CONTROL,
     }
 
 

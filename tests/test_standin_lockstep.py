@@ -244,3 +244,40 @@ def test_each_semantic_is_visible_at_this_tolerance(change):
         except AssertionError:
             mismatched.append(f"grad {i}")
     assert mismatched, f"{change} left the update within tolerance of Brax's"
+
+
+def test_the_trainers_resets_use_the_keys_brax_trainer_resets_with():
+    """Brax's own ``ppo.train`` with num_resets_per_eval > 0 (its trivial ``fast`` env, about 20
+    CPU-seconds), every key it passes to the training envs' reset recorded: the first reset's are
+    ``keys.training_reset_keys`` and each later one's ``keys.next_reset_keys`` of the one before,
+    the chain ``envs.PlaygroundVecEnv.reset_all`` follows (the same wrapper's reset of the same
+    keys: the same states). 2 evaluations after init x 2 resets each, one update per reset epoch."""
+    from brax import envs
+    from brax.envs.base import Wrapper
+    from brax.envs.wrappers import training as brax_training
+    from brax.training.agents.ppo import train as ppo
+
+    from brax_diff.verify.keys import next_reset_keys, training_reset_keys
+
+    num_envs, eval_envs, seed = 4, 2, 3
+    recorded = []
+
+    class RecordResets(Wrapper):
+        def reset(self, rng):
+            jax.debug.callback(lambda keys: recorded.append(np.asarray(keys)), rng)
+            return self.env.reset(rng)
+
+    ppo.train(environment=envs.get_environment("fast"), num_timesteps=160, num_evals=3, episode_length=100,
+              num_envs=num_envs, batch_size=4, num_minibatches=2, unroll_length=5, num_updates_per_batch=1,
+              num_resets_per_eval=2, seed=seed, num_eval_envs=eval_envs,
+              wrap_env_fn=lambda env, **kw: RecordResets(brax_training.wrap(env, **kw)),
+              network_factory=functools.partial(brax_networks.make_ppo_networks, policy_hidden_layer_sizes=(4,),
+                                                value_hidden_layer_sizes=(4,)))
+    training = [keys for keys in recorded if keys.shape[0] == num_envs]  # the evaluator resets eval_envs
+    assert len(training) == 1 + 2 * 2
+    expected = [np.asarray(training_reset_keys(seed, num_envs))]
+    while len(expected) < len(training):
+        expected.append(np.asarray(next_reset_keys(expected[-1])))
+    for got, want in zip(training, expected):
+        assert np.array_equal(got, want)
+    assert not np.array_equal(training[1], training[2])  # every reset starts new episodes

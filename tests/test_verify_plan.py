@@ -492,23 +492,45 @@ def test_a_written_variant_is_the_spec_fixes_arm_beside_the_trainer_level_all_fi
         build_plan(brax, slm, envs=["CartpoleBalance"], keys=["clip_epsilon"], fixed=written)
 
 
-def test_the_reference_resets_its_envs_as_brax_configures_it_where_the_checkpoints_allow():
-    """Issue 23: Playground's num_resets_per_eval reaches ppo.train when it divides the updates
-    between checkpoints (else Brax's trainer would evaluate elsewhere); otherwise the plan says
-    that the reference runs without it, never silently."""
-    def reference(resets):
-        brax, slm = pair(brax_values=dict(BRAX_VALUES, num_resets_per_eval=resets))
-        plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=3200, evals=2, arms=("gap",))
-        run = next(r for r in plan.runs if r.arm == "reference")
-        return plan, run.settings["train"]
+def test_the_reference_resets_its_envs_as_often_as_the_real_run_does():
+    """Issue 23: Brax's resets of every training env reach ppo.train scaled as every other size:
+    after as many updates as the real run resets after (env_steps_between_resets over one
+    update's env steps per env), via the num_resets_per_eval that splits the plan's checkpoint
+    interval into such epochs; the stand_in resets alike, all_fixes moves the key, the baseline
+    never resets. Where no such count exists the plan says so, never silently."""
+    def planned(every, **extra):
+        values = dict(BRAX_VALUES, num_resets_per_eval=10, env_steps_between_resets=every, action_repeat=1)
+        values.update(extra)
+        brax, slm = pair(brax_values=values, slm_values=dict(SLM_VALUES, num_resets_per_eval=0,
+                                                              env_steps_between_resets=0))
+        plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=3200, evals=2,
+                          arms=("gap", "stand_in"))
+        by_arm = {r.arm: r.settings for r in plan.runs}
+        return plan, by_arm
 
-    plan, train = reference(5)  # 2 checkpoints of 1,600 env steps: 5 of Brax's 320-step updates each
-    assert plan.scoring.checkpoints == [0, 1600, 3200] and train["num_resets_per_eval"] == 5
-    assert not any("num_resets_per_eval" in w for w in plan.warnings)
-    plan, train = reference(10)
-    assert "num_resets_per_eval" not in train
-    assert ("CartpoleBalance: Brax's num_resets_per_eval is 10 (its training envs are reset 10 times between "
-            "evaluations); the reference runs 0, as the PyTorch arms do: with 10 Brax's trainer would run whole "
-            "multiples of 10 updates between checkpoints, not the plan's 5") in plan.warnings
-    plan, train = reference(0)
-    assert "num_resets_per_eval" not in train and not any("num_resets_per_eval" in w for w in plan.warnings)
+    # Brax's update: 16 envs x 2 unrolls x 10 steps, 20 env steps per env; 5 updates between checkpoints
+    plan, arms = planned(20)  # the real run resets after every update
+    assert plan.scoring.checkpoints == [0, 1600, 3200]
+    assert arms["reference"]["train"]["num_resets_per_eval"] == 5  # 5 epochs of ceil(5 / 5) = 1 update
+    assert arms["stand_in"]["env_steps_between_resets"] == 20 and arms["all_fixes"]["env_steps_between_resets"] == 20
+    assert arms["baseline"]["env_steps_between_resets"] == 0
+    actions = {a.key: (a.action, a.reason) for a in plan.ablations}
+    assert actions["env_steps_between_resets"] == ("variant", "")
+    assert actions["num_resets_per_eval"][0] == "derived" and "env_steps_between_resets" in actions["num_resets_per_eval"][1]
+    assert not any("resets" in w for w in plan.warnings)
+    assert planned(100)[1]["reference"]["train"]["num_resets_per_eval"] == 1  # every 5 updates: once a checkpoint
+
+    for every, extra, why in (
+            (40, {}, "a reset every 2 update(s) does not divide the plan's 5 updates between checkpoints"),
+            (30, {}, "30 is not whole updates of 20 env steps per env"),
+            (20, {"action_repeat": None}, "its action_repeat or num_envs is not known to the plan")):
+        plan, arms = planned(every, **extra)
+        assert "num_resets_per_eval" not in arms["reference"]["train"], every
+        assert arms["stand_in"]["env_steps_between_resets"] == 0  # it stands for the reference
+        assert arms["all_fixes"]["env_steps_between_resets"] == every
+        assert (f"CartpoleBalance: Brax resets every training env after {every:,} env steps of each "
+                f"(num_resets_per_eval 10); the reference and the stand_in run without those resets: {why}"
+                ) in plan.warnings
+    plan, arms = planned(0, num_resets_per_eval=0)
+    assert "num_resets_per_eval" not in arms["reference"]["train"] and not any("resets" in w for w in plan.warnings)
+    assert arms["stand_in"]["env_steps_between_resets"] == 0

@@ -228,6 +228,75 @@ def test_train_scores_at_every_checkpoint_and_only_whole_updates():
         ppo_torch.train(_CountingEnv(), settings, budget=40, seed=0, evaluate=lambda agent: 0.0, eval_every=15)
 
 
+class _ResettingEnv(_CountingEnv):
+    """_CountingEnv that logs every step and every reset of all envs together; after a reset
+    the observations are 5.0 until the next step."""
+
+    def __init__(self, num_envs: int = 2):
+        self.num_envs, self.calls = num_envs, []
+
+    def reset(self, seed):
+        return torch.zeros(self.num_envs, 3)
+
+    def step(self, action):
+        self.calls.append("step")
+        return torch.zeros(self.num_envs, 3), torch.ones(self.num_envs), torch.zeros(self.num_envs), \
+            torch.zeros(self.num_envs)
+
+    def reset_all(self):
+        self.calls.append("reset_all")
+        return torch.full((self.num_envs, 3), 5.0)
+
+
+def _steps_before_each_reset(calls: list[str]) -> list[int]:
+    out, steps = [], 0
+    for call in calls:
+        if call == "step":
+            steps += 1
+        else:
+            out.append(steps)
+    return out
+
+
+@pytest.mark.parametrize("every, resets_after", [
+    (0, []),  # never: SLM-Lab's envs restart only at their episode's end
+    (10, [10, 20, 30, 40]),  # every 2 updates of 5 steps per env
+    (12, [15, 30]),  # after the first update by which 12 steps ran: the 3rd, then the 6th
+    (5, [5, 10, 15, 20, 25, 30, 35, 40]),  # every update (Playground's DM Control config at Brax's shape)
+])
+def test_every_env_is_reset_together_after_whole_updates(every, resets_after):
+    from brax_diff.verify import ppo_batched
+
+    settings = TrainerSettings(num_envs=2, unroll_length=5, epochs_per_update=1, minibatch_transitions=10,
+                               policy_hidden_layers=(4,), value_hidden_layers=(4,), lr_decay_steps=10_000,
+                               env_steps_between_resets=every)
+    env = _ResettingEnv()
+    ppo_torch.train(env, settings, budget=80, seed=0)
+    assert _steps_before_each_reset(env.calls) == resets_after and env.calls.count("step") == 40
+    batched = _ResettingEnv(num_envs=4)  # two seeds of 2 envs: every block reset at once
+    ppo_batched.train(batched, settings, budget=80, seeds=[0, 1])
+    assert _steps_before_each_reset(batched.calls) == resets_after
+
+
+def test_the_first_observation_after_a_reset_is_the_reset_state(monkeypatch):
+    settings = TrainerSettings(num_envs=2, unroll_length=5, epochs_per_update=1, minibatch_transitions=10,
+                               policy_hidden_layers=(4,), value_hidden_layers=(4,), lr_decay_steps=10_000,
+                               env_steps_between_resets=5, obs_normalization=False)
+    acting = []  # what the policy acts on while collecting: one row per env (minibatches have 10)
+    forward = ppo_torch.Policy.forward
+    monkeypatch.setattr(ppo_torch.Policy, "forward",
+                        lambda self, obs: (acting.append(obs.clone()) if obs.shape[0] == 2 else None) or
+                        forward(self, obs))
+    ppo_torch.train(_ResettingEnv(), settings, budget=20, seed=0)
+    firsts = [float(obs.max()) for obs in acting[::5]]  # the first step of each of the 2 updates
+    assert len(acting) == 10 and firsts == [0.0, 5.0] and float(acting[1].max()) == 0.0
+
+
+def test_a_negative_reset_interval_is_refused():
+    with pytest.raises(Exception, match="env_steps_between_resets must be a whole number >= 0, got -1"):
+        TrainerSettings(env_steps_between_resets=-1)
+
+
 # -- seeds batched in one model (brax_diff/verify/ppo_batched.py) ----------------------------
 def _random_batch(n: int, obs_size: int, action_size: int, seed: int) -> ppo_torch.Batch:
     g = torch.Generator().manual_seed(100 + seed)

@@ -29,7 +29,9 @@ BUDGET = 1600  # 10 updates of 160 transitions; all_fixes' 320-step updates: 5
 OVERRIDES = {"episode_length": 50}
 # Brax's update is 16 envs x 10 steps x 2 minibatches = 320 steps: 2 checkpoints need 2 x 5 of them
 REFERENCE_BUDGET = 2 * BUDGET
-BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3)
+# Brax's resets as Playground's DM Control config has them: every env after each update (20 env steps per env)
+BRAX_LEARNING = dict(BRAX_VALUES, learning_rate=1e-3, num_resets_per_eval=10, env_steps_between_resets=20,
+                     action_repeat=1)
 
 
 def plan_for(seeds: int, budget: int = BUDGET, keys=("learning_rate",), arms=("gap", "loo"), reference=False,
@@ -138,6 +140,22 @@ def test_training_envs_reset_with_brax_trainers_keys():
     assert np.array_equal(training_reset_keys(7, 4), jax.random.split(key_env, 4))
 
 
+def test_reset_all_restarts_each_seeds_block_from_brax_trainers_next_keys():
+    import jax.numpy as jnp
+    import torch
+
+    from brax_diff.verify.envs import PlaygroundVecEnv
+    from brax_diff.verify.keys import next_reset_keys, training_reset_keys
+
+    env = PlaygroundVecEnv(ENV, 16, episode_length=50)  # this module's shapes: compiled once
+    first = env.reset([3, 4])  # two seeds of 8 envs, as the seed-batched trainer steps them
+    again = env.reset_all()
+    keys = jnp.concatenate([next_reset_keys(training_reset_keys(seed, 8)) for seed in (3, 4)])
+    expected = env._to_torch(env._reset(keys).obs)
+    assert torch.equal(again, expected) and not torch.equal(again, first)
+    assert torch.equal(env.reset([3, 4]), first)  # a new run starts the chain again
+
+
 def test_interrupted_verify_resumes_without_rerunning_finished_runs(workdir, monkeypatch):
     # the batched engine; all_fixes moves learning_rate: a run of its own
     plan = plan_for(2, budget=2 * BUDGET, arms=("gap",), engine="batched")
@@ -230,11 +248,14 @@ def test_brax_reference_arguments():
 
 def test_brax_reference_is_scored_at_the_same_checkpoints(workdir):
     """Brax's own trainer end to end (about 2 CPU-minutes, most of it XLA compiling), beside
-    the PyTorch arms: one score kind, one env-step count, the gap computed."""
+    the PyTorch arms: one score kind, one env-step count, the gap computed; its training envs
+    reset together after every update (ppo.train's pmap'd reset), as Playground's DM Control
+    config has Brax do."""
     plan = plan_for(1, budget=REFERENCE_BUDGET, keys=(), reference=True, arms=("gap",), brax_values=BRAX_LEARNING)
     result = run_plan(plan, workdir / "cache", progress=False, log=lambda line: None)
     reference = next(r for r in result.results if r.spec.arm == "reference")
     assert reference.status == OK, reference.error
+    assert reference.spec.settings["train"]["num_resets_per_eval"] == 5  # one update per reset epoch
     baseline = next(r for r in result.results if r.spec.arm == "baseline")
     assert reference.steps == baseline.steps == [0, 1600, 3200]
     assert reference.score_kind == baseline.score_kind and 0.0 < reference.score <= 50.0
@@ -345,6 +366,7 @@ def test_stand_in_trains_beside_the_reference_and_verify_json_has_the_equivalenc
                       evals=2, eval_envs=4)
     result = run_plan(plan, workdir / "cache", progress=False, output_dir=workdir / "stand_in", log=lambda line: None)
     by_arm = {(r.spec.arm, r.spec.seed): r for r in result.results}
+    assert by_arm[("stand_in", 0)].spec.settings["env_steps_between_resets"] == 20
     for seed in (0, 1):
         stand_in, reference = by_arm[("stand_in", seed)], by_arm[("reference", seed)]
         assert stand_in.status == OK, stand_in.error

@@ -103,7 +103,20 @@ class PlaygroundVecEnv:
         if not seeds or self.num_envs % len(seeds):
             raise ValueError(f"{self.num_envs} envs do not split into {len(seeds)} seeds")
         per_seed = self.num_envs // len(seeds)
-        self._state = self._reset(jnp.concatenate([training_reset_keys(s, per_seed) for s in seeds]))
+        self._keys = [training_reset_keys(s, per_seed) for s in seeds]
+        self._state = self._reset(jnp.concatenate(self._keys))
+        return self._obs()
+
+    def reset_all(self) -> torch.Tensor:
+        """Reset every env at once to a fresh initial state, with the keys Brax's ``ppo.train``
+        resets its envs with after a reset epoch: each seed's block of keys split anew from its
+        first key (``key_envs = split(key_envs[0], num_envs)`` per device)."""
+        import jax.numpy as jnp
+
+        from .keys import next_reset_keys
+
+        self._keys = [next_reset_keys(keys) for keys in self._keys]
+        self._state = self._reset(jnp.concatenate(self._keys))
         return self._obs()
 
     def step(self, action: torch.Tensor):

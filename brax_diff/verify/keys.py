@@ -23,3 +23,11 @@ def training_reset_keys(seed: int, num_envs: int):
     import jax
 
     return jax.random.split(brax_keys(seed)["key_env"], num_envs)
+
+
+def next_reset_keys(keys):
+    """The reset keys of ``ppo.train``'s next reset of all training envs (``num_resets_per_eval``
+    > 0): after every reset epoch it splits the first env's key into as many keys as envs."""
+    import jax
+
+    return jax.random.split(keys[0], keys.shape[0])

@@ -521,6 +521,45 @@ def _stand_in_settings(brax_values: Mapping[str, Any], num_envs: int | None, ove
         raise BraxDiffError(f"{env}: the stand_in arm cannot run Brax's settings: {exc}") from None
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reference_resets(env: str, planned: list[tuple[str, str, dict]], brax_values: Mapping[str, Any],
+                      updates_per_checkpoint: int) -> str | None:
+    """Brax's resets of every training env, scaled as every other size is: the reference resets
+    after as many of its updates as the real run does (``env_steps_between_resets`` over one
+    update's env steps per env), by passing ``ppo.train`` the ``num_resets_per_eval`` that splits
+    the plan's checkpoint interval into epochs of that many updates. Where no such count exists,
+    the reference and the stand_in (which stands for it) run without, and the warning says why."""
+    every = brax_values.get("env_steps_between_resets")
+    if not _is_count(every) or every <= 0:
+        return None
+    reference = next(settings for _, name, settings in planned if name == REFERENCE)
+    train = reference["train"]
+    repeat = brax_values.get("action_repeat")
+    why = None
+    if not _is_count(repeat) or repeat < 1 or not _is_count(train.get("num_envs")):
+        why = "its action_repeat or num_envs is not known to the plan"
+    else:
+        per_env_update = _reference_update_steps(reference) // int(train["num_envs"]) * repeat
+        if every % per_env_update:
+            why = f"{every:,} is not whole updates of {per_env_update:,} env steps per env"
+        elif updates_per_checkpoint % (every // per_env_update):
+            why = (f"a reset every {every // per_env_update} update(s) does not divide the plan's "
+                   f"{updates_per_checkpoint} updates between checkpoints")
+        else:
+            train["num_resets_per_eval"] = updates_per_checkpoint // (every // per_env_update)
+            reference["train"] = dict(sorted(train.items()))
+            return None
+    for _, name, settings in planned:
+        if name == STAND_IN:
+            settings["env_steps_between_resets"] = 0
+    return (f"{env}: Brax resets every training env after {every:,} env steps of each (num_resets_per_eval "
+            f"{brax_values.get('num_resets_per_eval')}); the reference and the stand_in run without those resets: "
+            f"{why}")
+
+
 def _reference_update_steps(settings: Mapping[str, Any]) -> int:
     train = settings["train"]
     try:
@@ -681,20 +720,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
         warnings.append(f"the budget of {budget:,} env steps became {total:,} to end on whole updates of every arm "
                         f"({sizes}; every {unit:,} steps all end one)")
     for env, per_env in update_steps.items():
-        resets = brax_by_env[env].get("num_resets_per_eval") if REFERENCE in per_env else None
-        if not (isinstance(resets, int) and not isinstance(resets, bool) and resets > 0):
-            continue
-        # ppo.train splits each evaluation interval into `resets` epochs of ceil(updates / resets)
-        # updates, so its checkpoints are the plan's only when `resets` divides them
-        if (interval // per_env[REFERENCE]) % resets == 0:
-            for _, name, settings in arms_by_env[env]:
-                if name == REFERENCE:
-                    settings["train"] = dict(sorted({**settings["train"], "num_resets_per_eval": resets}.items()))
-        else:
-            warnings.append(f"{env}: Brax's num_resets_per_eval is {resets} (its training envs are reset {resets} "
-                            f"times between evaluations); the reference runs 0, as the PyTorch arms do: with "
-                            f"{resets} Brax's trainer would run whole multiples of {resets} updates between "
-                            f"checkpoints, not the plan's {interval // per_env[REFERENCE]}")
+        if REFERENCE in per_env:
+            warning = _reference_resets(env, arms_by_env[env], brax_by_env[env], interval // per_env[REFERENCE])
+            if warning:
+                warnings.append(warning)
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
     # stand_in runs on the single engine: the seed-batched one has SLM-Lab's semantics only
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring,

@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .ppo_torch import (ActionDistribution, Policy, TrainLog, seeded_generator, gae, lr_factor, mlp, schedule_updates,
-                        std_from_raw, stream_seed)
+from .ppo_torch import (ActionDistribution, Policy, ResetClock, TrainLog, seeded_generator, gae, lr_factor, mlp,
+                        schedule_updates, std_from_raw, stream_seed)
 from .settings import TrainerSettings
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -314,6 +314,7 @@ def train(env, settings: TrainerSettings, budget: int, seeds: Sequence[int], dev
     failures: dict[int, str] = {}
     started = time.perf_counter()
     obs = agent.observe(env.reset(list(seeds)).view(n, settings.num_envs, -1))
+    resets = ResetClock(settings, int(getattr(env, "action_repeat", 1)))
 
     def checkpoint(env_steps: int) -> None:
         if evaluate is None or not (eval_every is None and env_steps in (0, budget)
@@ -343,6 +344,8 @@ def train(env, settings: TrainerSettings, budget: int, seeds: Sequence[int], dev
             log.reward_per_step.append(reward)
         if len(failures) == n:
             break
+        if resets.due():
+            obs = agent.observe(env.reset_all().view(n, settings.num_envs, -1))
         checkpoint(env_steps)
         if on_update:
             on_update(update_steps * (n - len(failures)))

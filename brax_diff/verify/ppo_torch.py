@@ -236,6 +236,7 @@ class VecEnv(Protocol):
     action_repeat: int
 
     def reset(self, seed: int) -> torch.Tensor: ...
+    def reset_all(self) -> torch.Tensor: ...  # every env at once, to fresh initial states
     def step(self, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]: ...
 
 
@@ -535,6 +536,25 @@ def schedule_updates(settings: TrainerSettings, budget: int) -> float:
     return max(1.0, horizon / settings.transitions_per_update)
 
 
+class ResetClock:
+    """When every training env is reset together (``env_steps_between_resets``): after the first
+    update by which each env has run that many env steps since the last reset, as Brax's train()
+    resets after whole training steps; never when it is 0."""
+
+    def __init__(self, settings: TrainerSettings, action_repeat: int):
+        self.every = settings.env_steps_between_resets
+        self.per_update = settings.unroll_length * settings.unrolls_per_update * action_repeat
+        self.since = 0
+
+    def due(self) -> bool:
+        """Count one update; True when the envs are to be reset now."""
+        self.since += self.per_update
+        if not self.every or self.since < self.every:
+            return False
+        self.since = 0
+        return True
+
+
 def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device: str = "cpu",
           on_update: Callable[[int], None] | None = None, evaluate: Callable[["PPO"], float] | None = None,
           eval_every: int | None = None) -> TrainLog:
@@ -553,6 +573,7 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
     agent = PPO(settings, env.obs_size, env.action_size, schedule_updates(settings, budget), device, seed)
     log, started = TrainLog(), time.perf_counter()
     obs = agent.observe(env.reset(seed))
+    resets = ResetClock(settings, int(getattr(env, "action_repeat", 1)))
 
     def checkpoint() -> None:
         if evaluate is not None and (eval_every is None and log.env_steps in (0, budget)
@@ -569,6 +590,8 @@ def train(env: VecEnv, settings: TrainerSettings, budget: int, seed: int, device
         log.env_steps += update_steps
         log.updates += 1
         log.reward_per_step.append(batch.mean_reward)
+        if resets.due():
+            obs = agent.observe(env.reset_all())
         checkpoint()
         if on_update:
             on_update(update_steps)

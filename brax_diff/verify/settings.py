@@ -137,6 +137,13 @@ class TrainerSettings:
     """"analytic": the Gaussian's closed form; "sampled_squashed": plus tanh's log-det-Jacobian at one
     sampled raw action (Brax); None: follows action_distribution (analytic for normal,
     sampled_squashed for tanh_normal), this trainer's behaviour before the key existed."""
+    # -- training setup ----------------------------------------------------------------------
+    env_steps_between_resets: int = 0
+    """Every training env is reset together, each to a fresh initial state, after the first update
+    by which each env has run this many env steps since the last such reset (Brax's train() with
+    num_resets_per_eval > 0 resets after whole training steps, with keys split from the first
+    env's: ``envs.PlaygroundVecEnv.reset_all``); 0: never, an env restarts only when its episode
+    ends, at its cached first state (Playground's auto-reset wrapper, SLM-Lab)."""
     # -- run shape (no canonical key) -------------------------------------------------------
     episode_length: int | None = None
     """Episode step limit; None: the environment's own (1000 for DM Control). Shorter only for tests."""
@@ -169,6 +176,9 @@ class TrainerSettings:
                      "minibatch_transitions"):
             if int(getattr(self, name)) < 1:
                 yield f"{name} must be >= 1, got {getattr(self, name)}"
+        if isinstance(self.env_steps_between_resets, bool) or not isinstance(self.env_steps_between_resets, int) \
+                or self.env_steps_between_resets < 0:
+            yield f"env_steps_between_resets must be a whole number >= 0, got {self.env_steps_between_resets!r}"
         if self.truncation not in TRUNCATIONS:
             yield f"truncation {self.truncation!r} is not one this trainer runs ({', '.join(TRUNCATIONS)})"
         if self.advantage_normalization_scope not in ("minibatch", "batch"):
@@ -227,6 +237,8 @@ DERIVED_KEYS = {
     "gradient_steps_per_update": "epochs_per_update x minibatches_per_epoch",
     "gae_horizon": "unroll_length (GAE runs over one unroll in both trainers)",
     "lr_decay_steps": "lr_schedule (a constant rate has no horizon to move)",
+    "num_resets_per_eval": "env_steps_between_resets (what the resets do to the training data; the evaluation "
+                           "schedule is the plan's own)",
 }
 
 # Canonical keys the PyTorch trainer cannot express, and why (the plan lists them as skipped).
