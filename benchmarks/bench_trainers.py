@@ -10,7 +10,10 @@ sequentially (one run per seed, as ``verify`` ran them before seed batching) and
 :mod:`brax_diff.verify.ppo_batched` run of all of them): env steps/s of all seeds together,
 wall and CPU time (``time.process_time``), a new evaluator per run as ``verify`` made one
 (and, for N seeds, sequential runs sharing one compiled evaluator: what batching the training
-loop alone gains), compilation excluded (a warm-up of every shape first); medians over ``--repeats``, with the
+loop alone gains), and beside them Brax's ``ppo.train`` at the preset's Brax shapes, one seed a
+call as ``verify`` calls it (``vs_brax_per_cpu_s``: each case's env steps per CPU-second, all its
+seeds together, over Brax's; ``--skip-brax`` leaves it out); the budget is whole updates of both
+trainers; compilation excluded (a warm-up of every shape first); medians over ``--repeats``, with the
 load average before and after, because a shared machine's wall time is noisy.
 
 Without ``--calibrate``: one run of each trainer in this process with the seed-era
@@ -27,6 +30,7 @@ writes the TOML that ``verify --throughput`` reads. Run it on an otherwise idle 
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import platform
@@ -166,7 +170,20 @@ def _one_seeds_run(env_name: str, settings, budget: int, seeds: list[int], batch
             "scores": [round(s, 2) for s in scores]}
 
 
-def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: int) -> dict:
+def _brax_run(env_name: str, num_envs: int, budget: int, seed: int) -> dict:
+    """One call of Brax's trainer at the cpu preset's Brax shapes (its seed-era settings, 4
+    epochs) and the same scoring as the PyTorch cases: wall and CPU seconds, as verify pays them
+    (each call traces its programs again; compiled ones come from the XLA cache)."""
+    from brax_diff.verify import brax_reference
+
+    settings = brax_settings(dict(BRAX_SEED, epochs_per_update=4), num_envs)
+    wall, cpu = time.perf_counter(), time.process_time()
+    _, scores, _ = brax_reference.train(settings, env_name, budget, seed, scoring(budget, 2, 32))
+    return {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+            "scores": [round(scores[-1], 2)]}
+
+
+def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: int, brax: bool = True) -> dict:
     import statistics
 
     import torch
@@ -174,11 +191,15 @@ def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: 
     torch.set_num_threads(1)
     settings = cpu_preset_settings(num_envs)
     update = settings.transitions_per_update
-    budget = max(update, budget // update * update)
+    brax_update = num_envs * BRAX_SEED["unroll_length"] * BRAX_SEED["unrolls_per_update"]
+    whole = update * brax_update // math.gcd(update, brax_update)  # whole updates of both trainers
+    budget = max(whole, budget // whole * whole)
     envs: dict = {}
     # warm-up: both env shapes (num_envs, and seeds x num_envs) and the evaluator compile
     _one_seeds_run(env_name, settings, 2 * update, [0], False, envs)
     _one_seeds_run(env_name, settings, 2 * update, list(range(seeds)), True, envs)
+    if brax:
+        _brax_run(env_name, num_envs, brax_update, 0)  # compiles Brax's programs
     out: dict = {"settings": "SLM-Lab seed-era, cpu preset shapes (epochs_per_update=4)", "num_envs": num_envs,
                  "budget_per_seed": budget, "evaluations": "3 x 32 episodes per seed", "repeats": repeats,
                  "load_before": os.getloadavg(), "cases": {}}
@@ -197,6 +218,19 @@ def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: 
                               "env_steps_per_s": round(steps / wall), "env_steps_per_cpu_s": round(steps / cpu),
                               "wall_s_all": [round(r["wall_s"], 2) for r in runs], "scores": runs[0]["scores"]}
         print(json.dumps({name: out["cases"][name]}), file=sys.stderr, flush=True)
+    if brax:  # Brax's trainer, one seed a call, side by side: the rate the PyTorch arms are held to
+        runs = [_brax_run(env_name, num_envs, budget, 1) for _ in range(repeats)]
+        wall = statistics.median(r["wall_s"] for r in runs)
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        out["cases"]["brax_1_seed"] = {"env_steps": budget, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                                       "env_steps_per_s": round(budget / wall),
+                                       "env_steps_per_cpu_s": round(budget / cpu),
+                                       "wall_s_all": [round(r["wall_s"], 2) for r in runs],
+                                       "scores": runs[0]["scores"]}
+        print(json.dumps({"brax_1_seed": out["cases"]["brax_1_seed"]}), file=sys.stderr, flush=True)
+        brax_rate = out["cases"]["brax_1_seed"]["env_steps_per_cpu_s"]
+        out["vs_brax_per_cpu_s"] = {name: round(case["env_steps_per_cpu_s"] / brax_rate, 2)
+                                    for name, case in out["cases"].items() if name != "brax_1_seed"}
     if seeds > 1:
         many, one = f"{seeds}_seeds_batched", f"{seeds}_seeds_sequential"
         out["speedup_wall"] = round(out["cases"][one]["wall_s"] / out["cases"][many]["wall_s"], 2)
@@ -348,6 +382,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from brax_diff.verify.envs import enable_compilation_cache
+    from brax_diff.verify.worker import configure_cpu_process
+
+    configure_cpu_process()  # XLA and torch on one thread each, as every verify process runs them
 
     cache = args.cache or Path(tempfile.mkdtemp(prefix="bench-trainers-"))
     enable_compilation_cache(cache / "xla")
@@ -355,7 +392,8 @@ def main() -> None:
     if args.seeds:
         budget = args.budget if "--budget" in sys.argv else 30_720
         print(json.dumps({"machine": info, "env": args.env,
-                          **bench_seeds(args.env, args.num_envs, budget, args.seeds, args.repeats)}, indent=2))
+                          **bench_seeds(args.env, args.num_envs, budget, args.seeds, args.repeats,
+                                        brax=not args.skip_brax)}, indent=2))
         return
     if args.calibrate:
         result = calibrate(args.env)

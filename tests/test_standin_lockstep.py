@@ -281,3 +281,29 @@ def test_the_trainers_resets_use_the_keys_brax_trainer_resets_with():
     for got, want in zip(training, expected):
         assert np.array_equal(got, want)
     assert not np.array_equal(training[1], training[2])  # every reset starts new episodes
+
+
+def test_the_stand_in_starts_from_the_weights_brax_trainer_starts_from():
+    """``initial_weights="brax_keys"``: the policy and value nets of seed 3 are, bit for bit, what
+    ``make_ppo_networks(...).init`` gives with ppo.train's key_policy and key_value at seed 3, so
+    the stand_in's step-0 policy is the reference's (measured on CartpoleBalance, seeds 0-39:
+    the same step-0 scores); every other arm keeps its own generators."""
+    from brax_diff.verify.keys import brax_keys
+
+    settings = stand_in_settings().moved(initial_weights="brax_keys")
+    agent = ppo_torch.PPO(settings, OBS, ACT, 1.0, seed=3)
+    networks = brax_networks.make_ppo_networks(OBS, ACT, policy_hidden_layer_sizes=POLICY,
+                                               value_hidden_layer_sizes=VALUE, activation=jax.nn.swish)
+    keys = brax_keys(3)
+    for net, params in ((agent.policy.net, networks.policy_network.init(keys["key_policy"])),
+                        (agent.value, networks.value_network.init(keys["key_value"]))):
+        linears = [layer for layer in net if isinstance(layer, torch.nn.Linear)]
+        assert len(linears) == len(params["params"])
+        for i, layer in enumerate(linears):
+            dense = params["params"][f"hidden_{i}"]
+            assert np.array_equal(layer.weight.detach().numpy(), np.asarray(dense["kernel"]).T)
+            assert np.array_equal(layer.bias.detach().numpy(), np.asarray(dense["bias"]))
+    own = ppo_torch.PPO(stand_in_settings(), OBS, ACT, 1.0, seed=3)
+    assert not torch.equal(own.policy.net[0].weight, agent.policy.net[0].weight)
+    with pytest.raises(Exception, match="initial_weights brax_keys copies Brax's tanh_normal policy MLP"):
+        settings.moved(action_distribution="normal")

@@ -499,7 +499,8 @@ def test_the_reference_resets_its_envs_as_often_as_the_real_run_does():
     interval into such epochs; the stand_in resets alike, all_fixes moves the key, the baseline
     never resets. Where no such count exists the plan says so, never silently."""
     def planned(every, **extra):
-        values = dict(BRAX_VALUES, num_resets_per_eval=10, env_steps_between_resets=every, action_repeat=1)
+        values = dict(BRAX_VALUES, num_resets_per_eval=10, env_steps_between_resets=every, action_repeat=1,
+                      action_distribution="tanh_normal", std_transform="softplus", std_min=0.001, std_max=None)
         values.update(extra)
         brax, slm = pair(brax_values=values, slm_values=dict(SLM_VALUES, num_resets_per_eval=0,
                                                               env_steps_between_resets=0))
@@ -514,10 +515,13 @@ def test_the_reference_resets_its_envs_as_often_as_the_real_run_does():
     assert arms["reference"]["train"]["num_resets_per_eval"] == 5  # 5 epochs of ceil(5 / 5) = 1 update
     assert arms["stand_in"]["env_steps_between_resets"] == 20 and arms["all_fixes"]["env_steps_between_resets"] == 20
     assert arms["baseline"]["env_steps_between_resets"] == 0
+    # the stand_in starts each seed from the weights Brax's trainer starts it from; no other arm does
+    assert arms["stand_in"]["initial_weights"] == "brax_keys"
+    assert {arms[a]["initial_weights"] for a in ("baseline", "all_fixes")} == {"torch_generators"}
     actions = {a.key: (a.action, a.reason) for a in plan.ablations}
     assert actions["env_steps_between_resets"] == ("variant", "")
     assert actions["num_resets_per_eval"][0] == "derived" and "env_steps_between_resets" in actions["num_resets_per_eval"][1]
-    assert not any("resets" in w for w in plan.warnings)
+    assert not plan.warnings
     assert planned(100)[1]["reference"]["train"]["num_resets_per_eval"] == 1  # every 5 updates: once a checkpoint
 
     for every, extra, why in (
@@ -534,3 +538,11 @@ def test_the_reference_resets_its_envs_as_often_as_the_real_run_does():
     plan, arms = planned(0, num_resets_per_eval=0)
     assert "num_resets_per_eval" not in arms["reference"]["train"] and not any("resets" in w for w in plan.warnings)
     assert arms["stand_in"]["env_steps_between_resets"] == 0
+
+
+def test_a_stand_in_of_a_policy_it_cannot_copy_says_it_draws_its_own_weights():
+    brax, slm = pair()  # these Brax values keep a normal policy: not the tanh_normal MLP copied
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=3200, evals=2, arms=("gap", "stand_in"))
+    assert {r.arm: r.settings for r in plan.runs}["stand_in"]["initial_weights"] == "torch_generators"
+    assert ("CartpoleBalance: the stand_in draws its own initial weights: Brax's normal policy is not the "
+            "tanh_normal MLP whose weights it copies") in plan.warnings

@@ -172,3 +172,22 @@ def test_a_flipped_gap_row_reads_its_solve_rates_the_same_way_round():
     assert (behind["solving"]["only_x"], behind["solving"]["only_y"]) == (family["solving"]["only_y"],
                                                                           family["solving"]["only_x"])
     assert behind["solving"]["rate_x_ci"] == family["solving"]["rate_y_ci"]
+
+
+def test_runs_at_the_default_initial_weights_keep_the_identity_they_had_before_the_setting():
+    """initial_weights was added after runs were cached: at its default (the trainer's own
+    generators, what every run before it did) it is not part of the run's identity; Brax's
+    initial weights (the stand_in) are another run."""
+    from dataclasses import replace
+
+    from test_verify_plan import pair
+
+    from brax_diff.verify import build_plan
+
+    brax, slm = pair()
+    spec = next(r for r in build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600).runs
+                if r.arm == "baseline")
+    assert spec.settings["initial_weights"] == "torch_generators"
+    before = replace(spec, settings={k: v for k, v in spec.settings.items() if k != "initial_weights"})
+    assert spec.run_id("v") == before.run_id("v")
+    assert replace(spec, settings=dict(spec.settings, initial_weights="brax_keys")).run_id("v") != spec.run_id("v")

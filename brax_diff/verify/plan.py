@@ -17,7 +17,8 @@ the PyTorch trainer and of Brax's own trainer:
 * ``reference``: Brax's own ``ppo.train`` with the Brax settings;
 * ``stand_in``: the PyTorch trainer with every Brax setting *and* Brax's loss semantics
   (GAE per minibatch with current values, the vs-form advantage, the sampled tanh entropy, one
-  Adam with a global clip, obs statistics once per batch before SGD, the truncation mask):
+  Adam with a global clip, obs statistics once per batch before SGD, the truncation mask) and
+  Brax's resets of every training env (``env_steps_between_resets``):
   the PyTorch trainer proven to be Brax (``tests/test_standin_lockstep.py`` update by update,
   :mod:`.equivalence` as score distributions; arm group ``stand_in``, with ``gap`` for its
   reference). Single engine only.
@@ -219,7 +220,10 @@ class RunSpec:
     engine: str = SINGLE  # how a TORCH run trains (ENGINES); Brax's trainer has one way
 
     def identity(self, version: str, platform: Mapping[str, Any] | None = None) -> dict:
-        out = {"trainer": self.trainer, "settings": dict(self.settings), "env": self.env,
+        settings = dict(self.settings)
+        if settings.get("initial_weights") == "torch_generators":  # added at the default the runs before it had
+            del settings["initial_weights"]
+        out = {"trainer": self.trainer, "settings": settings, "env": self.env,
                "seed": self.seed, "budget": self.budget, "scoring": self.scoring.to_json(), "brax_diff": version}
         if platform is not None:  # bit-identical only on the same CPU and builds (platform.py)
             out["platform"] = dict(platform)
@@ -510,13 +514,17 @@ BRAX_TRAINER_FIXED = {"value_target_normalization": False}
 
 def _stand_in_settings(brax_values: Mapping[str, Any], num_envs: int | None, overrides: Mapping[str, Any],
                        env: str) -> dict:
-    """The PyTorch trainer at every Brax value, the loss semantics included: a semantic Brax's
+    """The PyTorch trainer at every Brax value, the loss semantics included, from Brax's initial
+    weights for the seed (``initial_weights="brax_keys"``): a semantic Brax's
     extraction reads is taken from it, one it has no value for (``grad_clip_scope`` when nothing
     is clipped) is Brax's (BRAX_SEMANTICS), and the advantage form, no canonical key, is Brax's."""
     values = {**BRAX_SEMANTICS, **BRAX_TRAINER_FIXED}
     values.update({k: v for k, v in brax_values.items() if v is not None or k not in BRAX_SEMANTICS})
     try:
-        return _settings_for(values, num_envs, overrides, semantics=True)[0].to_json()
+        settings = _settings_for(values, num_envs, overrides, semantics=True)[0]
+        if settings.action_distribution == "tanh_normal":  # Brax's policy MLP: its weights copy one to one
+            settings = settings.moved(initial_weights="brax_keys")
+        return settings.to_json()
     except BraxDiffError as exc:
         raise BraxDiffError(f"{env}: the stand_in arm cannot run Brax's settings: {exc}") from None
 
@@ -695,6 +703,10 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             planned.append((BRAX, REFERENCE, _reference_settings(brax_values, num_envs, overrides, env)))
         if "stand_in" in arms:
             planned.append((TORCH, STAND_IN, _stand_in_settings(brax_values, num_envs, overrides, env)))
+            if planned[-1][2]["initial_weights"] != "brax_keys":
+                warnings.append(f"{env}: the stand_in draws its own initial weights: Brax's "
+                                f"{planned[-1][2]['action_distribution']} policy is not the tanh_normal MLP whose "
+                                "weights it copies")
         arms_by_env[env] = planned
         update_steps[env] = {name: (_reference_update_steps(settings) if trainer == BRAX
                                     else TrainerSettings.from_json(settings).transitions_per_update)

@@ -33,8 +33,8 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .ppo_torch import (ActionDistribution, Policy, ResetClock, TrainLog, seeded_generator, gae, lr_factor, mlp,
-                        schedule_updates, std_from_raw, stream_seed)
+from .ppo_torch import (ActionDistribution, Policy, ResetClock, TrainLog, seeded_generator, gae,
+                        load_brax_initial_weights, lr_factor, mlp, schedule_updates, std_from_raw, stream_seed)
 from .settings import TrainerSettings
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -146,6 +146,8 @@ class SeedBatchedPPO:
                 policies.append(Policy(obs_size, action_size, settings, seeded_generator(seed, "policy_init")).net)
                 values.append(mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
                                   settings.kernel_init, seeded_generator(seed, "value_init")))
+                if settings.initial_weights == "brax_keys":
+                    load_brax_initial_weights(policies[-1], values[-1], settings, obs_size, action_size, seed)
                 self.samplers.append(torch.Generator().set_state(torch.get_rng_state()))
         self.policy_layers = [(w.to(self.device).requires_grad_(), b.to(self.device).requires_grad_())
                               for w, b in stack_mlp(policies)]

@@ -210,6 +210,35 @@ class ActionDistribution:
         return entropy.sum(-1)
 
 
+def load_brax_initial_weights(policy: nn.Sequential, value: nn.Sequential, settings: TrainerSettings,
+                              obs_size: int, action_size: int, seed: int) -> None:
+    """Overwrite both networks with the weights Brax's ``ppo.train`` initializes at ``seed``:
+    ``make_ppo_networks`` with the same layer sizes, activation and kernel initializer, its
+    flax ``init`` from ppo.train's key_policy and key_value (``keys.brax_keys``), each Dense
+    layer's kernel (in, out) copied transposed into the torch Linear (out, in), biases as they are."""
+    from .brax_reference import network_factory
+    from .keys import brax_keys
+
+    networks = network_factory({"policy_hidden_layer_sizes": settings.policy_hidden_layers,
+                                "value_hidden_layer_sizes": settings.value_hidden_layers,
+                                "activation": settings.activation, "distribution_type": "tanh_normal",
+                                "kernel_init": settings.kernel_init})(obs_size, action_size)
+    keys = brax_keys(seed)
+    for net, params in ((policy, networks.policy_network.init(keys["key_policy"])),
+                        (value, networks.value_network.init(keys["key_value"]))):
+        linears = [layer for layer in net if isinstance(layer, nn.Linear)]
+        dense = params["params"]
+        if sorted(dense) != sorted(f"hidden_{i}" for i in range(len(linears))):
+            raise ValueError(f"Brax's network has layers {sorted(dense)}, this one {len(linears)} linear layers")
+        with torch.no_grad():
+            for i, layer in enumerate(linears):
+                kernel, bias = (np.asarray(dense[f"hidden_{i}"][name]) for name in ("kernel", "bias"))
+                if kernel.T.shape != tuple(layer.weight.shape):
+                    raise ValueError(f"Brax's layer {i} is {kernel.shape}, this one {tuple(layer.weight.shape)}")
+                layer.weight.copy_(torch.from_numpy(kernel.T.copy()))
+                layer.bias.copy_(torch.from_numpy(bias.copy()))
+
+
 class Policy(nn.Module):
     """MLP -> (loc, raw std) per action dimension: a state-dependent std, as SLM-Lab's nets."""
 
@@ -314,6 +343,8 @@ class PPO:
         self.policy = Policy(obs_size, action_size, settings, seeded_generator(seed, "policy_init")).to(self.device)
         self.value = mlp(obs_size, settings.value_hidden_layers, 1, settings.activation,
                          settings.kernel_init, seeded_generator(seed, "value_init")).to(self.device)
+        if settings.initial_weights == "brax_keys":
+            load_brax_initial_weights(self.policy.net, self.value, settings, obs_size, action_size, seed)
         self.obs_stats = RunningMeanStd(obs_size, settings.obs_norm_std_eps, settings.obs_clip)
         self.returns = ReturnNormalizer() if settings.value_target_normalization else None
         self.optimizers, self.schedulers = [], []

@@ -20,6 +20,8 @@ from typing import Any, Mapping
 from ..errors import BraxDiffError
 
 
+# Where a run's initial weights come from (TrainerSettings.initial_weights).
+INITIAL_WEIGHTS = ("torch_generators", "brax_keys")
 # What GAE may do at a time limit in this trainer (vocabulary `truncation`): SLM-Lab's and Brax's.
 TRUNCATIONS = ("bootstrap_next_obs_across_reset", "mask_bootstrap_last_state")
 # The loss-level semantics of issue 22 (vocabulary enums), each with the values this trainer runs:
@@ -145,6 +147,12 @@ class TrainerSettings:
     env's: ``envs.PlaygroundVecEnv.reset_all``); 0: never, an env restarts only when its episode
     ends, at its cached first state (Playground's auto-reset wrapper, SLM-Lab)."""
     # -- run shape (no canonical key) -------------------------------------------------------
+    initial_weights: str = "torch_generators"
+    """Where the networks' initial weights come from: "torch_generators", this trainer's own streams
+    (``ppo_torch.STREAMS``: policy_init, value_init) with ``kernel_init``; "brax_keys", the weights
+    Brax's ``ppo.train`` starts from at this seed (``make_ppo_networks``' flax init from its
+    key_policy and key_value, copied into the torch layers: the stand_in, so that it starts each
+    seed where the reference starts it). Needs Brax's policy shape: a tanh_normal MLP."""
     episode_length: int | None = None
     """Episode step limit; None: the environment's own (1000 for DM Control). Shorter only for tests."""
 
@@ -193,6 +201,11 @@ class TrainerSettings:
             yield f"activation {self.activation!r} is not one this trainer runs"
         if self.kernel_init not in ("orthogonal", "lecun_uniform"):
             yield f"kernel_init {self.kernel_init!r} is not one this trainer runs (orthogonal, lecun_uniform)"
+        if self.initial_weights not in INITIAL_WEIGHTS:
+            yield f"initial_weights {self.initial_weights!r} is not one this trainer runs ({', '.join(INITIAL_WEIGHTS)})"
+        elif self.initial_weights == "brax_keys" and self.action_distribution != "tanh_normal":
+            yield ("initial_weights brax_keys copies Brax's tanh_normal policy MLP: it needs action_distribution "
+                   f"tanh_normal, got {self.action_distribution!r}")
         for name, allowed in SEMANTICS.items():
             value = getattr(self, name)
             if not (value in allowed or name == "entropy_estimator" and value is None):
