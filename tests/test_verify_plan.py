@@ -535,6 +535,12 @@ def test_the_reference_resets_its_envs_as_often_as_the_real_run_does():
         assert (f"CartpoleBalance: Brax resets every training env after {every:,} env steps of each "
                 f"(num_resets_per_eval 10); the reference and the stand_in run without those resets: {why}"
                 ) in plan.warnings
+    brax, slm = pair(brax_values=dict(BRAX_VALUES, num_resets_per_eval=10, env_steps_between_resets=20,
+                                      action_repeat=1), slm_values=dict(SLM_VALUES, env_steps_between_resets=0))
+    off = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=3200, evals=2, arms=("gap", "stand_in"),
+                     overrides={"env_steps_between_resets": 0})  # --set: no arm resets, the reference neither
+    assert all(r.settings.get("env_steps_between_resets", 0) == 0 and "num_resets_per_eval" not in
+               r.settings.get("train", {}) for r in off.runs)
     plan, arms = planned(0, num_resets_per_eval=0)
     assert "num_resets_per_eval" not in arms["reference"]["train"] and not any("resets" in w for w in plan.warnings)
     assert arms["stand_in"]["env_steps_between_resets"] == 0

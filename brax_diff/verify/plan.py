@@ -733,7 +733,9 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                         f"({sizes}; every {unit:,} steps all end one)")
     for env, per_env in update_steps.items():
         if REFERENCE in per_env:
-            warning = _reference_resets(env, arms_by_env[env], brax_by_env[env], interval // per_env[REFERENCE])
+            # a --set of a canonical key reaches Brax's trainer too, its resets included
+            brax_values = {**brax_by_env[env], **{k: v for k, v in overrides.items() if k in KEYS}}
+            warning = _reference_resets(env, arms_by_env[env], brax_values, interval // per_env[REFERENCE])
             if warning:
                 warnings.append(warning)
     scoring = Scoring(checkpoints, interval, eval_envs, deterministic)
