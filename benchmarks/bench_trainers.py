@@ -192,14 +192,15 @@ def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: 
     settings = cpu_preset_settings(num_envs)
     update = settings.transitions_per_update
     brax_update = num_envs * BRAX_SEED["unroll_length"] * BRAX_SEED["unrolls_per_update"]
-    whole = update * brax_update // math.gcd(update, brax_update)  # whole updates of both trainers
+    # each of the 2 checkpoints after step 0 on whole updates of both trainers
+    whole = 2 * (update * brax_update // math.gcd(update, brax_update))
     budget = max(whole, budget // whole * whole)
     envs: dict = {}
     # warm-up: both env shapes (num_envs, and seeds x num_envs) and the evaluator compile
     _one_seeds_run(env_name, settings, 2 * update, [0], False, envs)
     _one_seeds_run(env_name, settings, 2 * update, list(range(seeds)), True, envs)
     if brax:
-        _brax_run(env_name, num_envs, brax_update, 0)  # compiles Brax's programs
+        _brax_run(env_name, num_envs, 2 * brax_update, 0)  # compiles Brax's programs
     out: dict = {"settings": "SLM-Lab seed-era, cpu preset shapes (epochs_per_update=4)", "num_envs": num_envs,
                  "budget_per_seed": budget, "evaluations": "3 x 32 episodes per seed", "repeats": repeats,
                  "load_before": os.getloadavg(), "cases": {}}
