@@ -552,3 +552,28 @@ def test_a_stand_in_of_a_policy_it_cannot_copy_says_it_draws_its_own_weights():
     assert {r.arm: r.settings for r in plan.runs}["stand_in"]["initial_weights"] == "torch_generators"
     assert ("CartpoleBalance: the stand_in draws its own initial weights: Brax's normal policy is not the "
             "tanh_normal MLP whose weights it copies") in plan.warnings
+
+
+def test_a_replication_plans_fresh_seeds_whose_runs_are_the_same_runs():
+    """--first-seed N: seeds N .. N + seeds - 1, each run the one a plan from seed 0 makes for that
+    seed (same settings, same cache identity), so a finding of seeds 0-9 is replicated on fresh
+    seeds and a longer plan reuses both. The stand_in group alone plans the reference it is
+    tested against, and nothing else."""
+    brax, slm = pair(brax_values=dict(BRAX_VALUES, action_distribution="tanh_normal", std_transform="softplus",
+                                      std_min=0.001, std_max=None))
+    kwargs = dict(envs=["CartpoleBalance"], budget=3200, evals=2, arms=("stand_in",))
+    fresh = build_plan(brax, slm, seeds=2, first_seed=3, **kwargs)
+    assert [(r.arm, r.seed) for r in fresh.runs] == [("reference", 3), ("stand_in", 3), ("reference", 4),
+                                                      ("stand_in", 4)]
+    whole = build_plan(brax, slm, seeds=5, **kwargs)
+    assert {(r.arm, r.seed): r.run_id("0.2.0") for r in fresh.runs} == {
+        (r.arm, r.seed): r.run_id("0.2.0") for r in whole.runs if r.seed >= 3}
+    assert fresh.to_json()["first_seed"] == 3 and "first_seed" not in whole.to_json()  # old plans' JSON as before
+    assert "2 seed(s) (3-4) x 2 arm(s)" in fresh.render()
+    assert "spec_fixes" not in fresh.render() and "all_fixes is" not in fresh.render()
+    no_reference = build_plan(brax, slm, seeds=1, reference=False, **kwargs)
+    assert [r.arm for r in no_reference.runs] == ["stand_in"]
+    with pytest.raises(BraxDiffError, match="--first-seed must be >= 0"):
+        build_plan(brax, slm, seeds=1, first_seed=-1, **kwargs)
+    with pytest.raises(BraxDiffError, match="--first-seed must be <= 1,000,000"):
+        resolve_options(None, first_seed=1_000_001)

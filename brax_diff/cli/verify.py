@@ -23,9 +23,11 @@ def register(app) -> None:
                    "explicit flags override its values.")
     command.option("env", "--env", repeat=True, help="MuJoCo Playground environment (repeatable).")
     command.option("seeds", "--seeds", type=integer, help="Seeds per arm (default 5).")
+    command.option("first_seed", "--first-seed", type=integer, help="The first seed (default 0): --first-seed 10 "
+                   "--seeds 10 replicates a finding of seeds 0-9 on fresh seeds.")
     command.option("budget", "--budget", type=integer, help="Env steps per run, rounded up to whole updates "
                    "of every arm (default 1,000,000).")
-    command.option("arms", "--arms", help="Arm groups: gap, loo, variants (default gap,loo).")
+    command.option("arms", "--arms", help="Arm groups: gap, loo, variants, stand_in (default gap,loo).")
     command.option("num_envs", "--num-envs", type=integer, help="Run every arm with this many envs, each side "
                    "keeping its minibatch count, epochs and unroll shape.")
     command.option("evals", "--evals", type=integer, help="Evaluation checkpoints after step 0 (default 10).")
@@ -72,7 +74,8 @@ def register(app) -> None:
 
 
 def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str] | None = None,
-           seeds: int | None = None, budget: int | None = None, arms: str | None = None,
+           seeds: int | None = None, first_seed: int | None = None, budget: int | None = None,
+           arms: str | None = None,
            num_envs: int | None = None, evals: int | None = None, eval_envs: int | None = None,
            deterministic: bool = False, keys: str | None = None, overrides: list[str] | None = None,
            no_reference: bool = False, retry_failed: bool = False, jobs: int | None = None,
@@ -100,7 +103,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         raise BraxDiffError(f"--format must be text or json, got {fmt!r}")
     check_executor(executor, address)
     trainer_overrides, spec_sets = split_sets(overrides)
-    options = resolve_options(preset, seeds=seeds, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
+    options = resolve_options(preset, seeds=seeds, first_seed=first_seed, budget=budget, arms=arms, num_envs=num_envs, evals=evals,
                               eval_envs=eval_envs, jobs=jobs, overrides=trainer_overrides)
     jobs = options.pop("jobs")
     envs = list(env or ["CartpoleBalance"])

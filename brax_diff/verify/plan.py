@@ -63,7 +63,8 @@ ARM_GROUPS = {
            "writes, when planned from the repositories) and reference: how far behind, and how much the fixes close",
     "loo": "loo:<key> for every moved key: all_fixes with that one fix undone",
     "variants": "variant:<key> for every moved key: baseline with only that key moved",
-    "stand_in": "stand_in: the PyTorch trainer with Brax's settings and loss semantics, to test against reference",
+    "stand_in": "stand_in: the PyTorch trainer with Brax's settings and loss semantics, and the reference it is "
+                "tested against",
 }
 DEFAULT_ARM_GROUPS = ("gap", "loo")
 
@@ -83,9 +84,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 # presets: 5 seeds, 5M steps, 128 eval envs), and low enough that planning one stays quick and
 # small (a plan holds a run per arm, environment and seed: 10**8 seeds exhausted memory).
 POWER_SIMULATED_UP_TO = 64  # seeds; `verify --plan` simulates power up to here (seconds), not above
-COUNT_LIMITS: dict[str, int] = {"seeds": 1_000, "budget": 10_000_000_000, "num_envs": 65_536, "evals": 1_000,
-                                "eval_envs": 65_536, "jobs": 1_024}
-_DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "budget": DEFAULT_BUDGET,
+COUNT_LIMITS: dict[str, int] = {"seeds": 1_000, "first_seed": 1_000_000, "budget": 10_000_000_000,
+                                "num_envs": 65_536, "evals": 1_000, "eval_envs": 65_536, "jobs": 1_024}
+_DEFAULT_OPTIONS: dict[str, Any] = {"num_envs": None, "seeds": DEFAULT_SEEDS, "first_seed": 0, "budget": DEFAULT_BUDGET,
                                     "evals": DEFAULT_EVALS, "eval_envs": DEFAULT_EVAL_ENVS,
                                     "arms": list(DEFAULT_ARM_GROUPS), "jobs": 1, "overrides": {}}
 
@@ -102,6 +103,8 @@ def resolve_options(preset: str | None, **given: Any) -> dict[str, Any]:
     overrides.update(given.pop("overrides", None) or {})
     options.update({k: v for k, v in given.items() if v is not None})
     for name, limit in COUNT_LIMITS.items():
+        if options[name] is not None and options[name] < 0:
+            raise BraxDiffError(f"--{name.replace('_', '-')} must be >= 0, got {options[name]:,}")
         if options[name] is not None and options[name] > limit:
             raise BraxDiffError(f"--{name.replace('_', '-')} must be <= {limit:,}, got {options[name]:,} "
                                 "(docs/verify.md#limits)")
@@ -280,6 +283,7 @@ class Plan:
     reference_trainer: dict[str, Any] = field(default_factory=dict)
     # stand_in vs reference: score difference within which they count as equivalent (.equivalence)
     equivalence_margin: float = 100.0
+    first_seed: int = 0  # the seeds are first_seed .. first_seed + seeds - 1 (a replication on fresh seeds)
 
     @property
     def with_reference(self) -> bool:
@@ -303,6 +307,7 @@ class Plan:
         return {
             "envs": list(self.envs),
             "seeds": self.seeds,
+            **({"first_seed": self.first_seed} if self.first_seed else {}),
             "budget": self.budget,
             "requested_budget": self.requested_budget,
             "scoring": self.scoring.to_json(),
@@ -344,7 +349,8 @@ class Plan:
     def render(self, estimate: "Estimate | None" = None, power: dict[str, Any] | None = None) -> str:
         """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
         arms = self.arms()
-        lines = [f"verify plan: {len(self.runs)} runs = {len(self.envs)} env(s) x {self.seeds} seed(s) x "
+        lines = [f"verify plan: {len(self.runs)} runs = {len(self.envs)} env(s) x {self.seeds} seed(s)"
+                 f"{f' ({self.first_seed}-{self.first_seed + self.seeds - 1})' if self.first_seed else ''} x "
                  f"{len(arms)} arm(s); {self.budget:,} env steps per run, {self.total_env_steps:,} in all"]
         if self.budget != self.requested_budget:
             lines.append(f"  budget {self.requested_budget:,} rounded to {self.budget:,} = {self.scoring.evals} "
@@ -365,7 +371,7 @@ class Plan:
                          + ", ".join(f"{k}={v}" for k, v in sorted(self.overrides.items())))
         if self.spec_sets:
             lines.append("  SLM-Lab spec variables: " + ", ".join(f"{k}={v}" for k, v in sorted(self.spec_sets.items())))
-        if self.fixed_variants:
+        if self.fixed_variants and SPEC_FIXES in arms:
             lines.append("  spec_fixes trains the spec variant `brax-diff fix` writes, as SLM-Lab runs it: " + ", ".join(
                 f"{env} {name}" for env, name in sorted(self.fixed_variants.items())))
             lines.append("  all_fixes is trainer-level, code changes included: every difference the trainer can "
@@ -583,7 +589,7 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
                arms: tuple[str, ...] | list[str] = DEFAULT_ARM_GROUPS, num_envs: int | None = None,
                evals: int = DEFAULT_EVALS, eval_envs: int = DEFAULT_EVAL_ENVS, deterministic: bool = False,
                fixed: Extraction | Mapping[str, Extraction] | None = None, engine: str = "single",
-               solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD) -> Plan:
+               solve_threshold: float | None = DEFAULT_SOLVE_THRESHOLD, first_seed: int = 0) -> Plan:
     """Plan the arms of ``arms`` (groups of ARM_GROUPS) for every environment and seed.
 
     ``brax``/``slm`` are one Extraction each, or ``{env: Extraction}`` when environments
@@ -597,12 +603,16 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     same scope, read back. The spec_fixes arm then trains exactly its settings (the baseline
     of ``verify --slm-variant`` that variant), beside all_fixes (trainer-level, code changes
     included); ``keys`` must then be None (the variant's scope is it).
-    ``engine`` (a name of ENGINES) is how the PyTorch runs train.
+    ``engine`` (a name of ENGINES) is how the PyTorch runs train. The seeds are ``first_seed``
+    .. ``first_seed + seeds - 1``: a finding made on seeds 0-9 is replicated on fresh ones with
+    ``first_seed=10`` (a seed's runs are the same whichever plan trains it, so the cache shares them).
     """
     if engine not in ENGINES:
         raise BraxDiffError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if seeds < 1:
         raise BraxDiffError(f"--seeds must be >= 1, got {seeds}")
+    if first_seed < 0:
+        raise BraxDiffError(f"--first-seed must be >= 0, got {first_seed}")
     if budget < 1:
         raise BraxDiffError(f"--budget must be >= 1 env step, got {budget}")
     if evals < 1 or eval_envs < 1:
@@ -699,7 +709,7 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
             planned += [(TORCH, f"variant:{k}", arm([k])) for k in moved]
         if "loo" in arms and "gap" not in arms:
             planned.insert(0, (TORCH, ALL_FIXES, all_fixes))
-        if reference and "gap" in arms:
+        if reference and ("gap" in arms or "stand_in" in arms):  # the stand-in is tested against it
             planned.append((BRAX, REFERENCE, _reference_settings(brax_values, num_envs, overrides, env)))
         if "stand_in" in arms:
             planned.append((TORCH, STAND_IN, _stand_in_settings(brax_values, num_envs, overrides, env)))
@@ -742,10 +752,11 @@ def build_plan(brax: Extraction | Mapping[str, Extraction], slm: Extraction | Ma
     # stand_in runs on the single engine: the seed-batched one has SLM-Lab's semantics only
     runs = [RunSpec(trainer, name, env, seed, total, settings, scoring,
                     ENGINES[engine] if trainer == TORCH and name != STAND_IN else SINGLE)
-            for env in envs for seed in range(seeds) for trainer, name, settings in arms_by_env[env]]
+            for env in envs for seed in range(first_seed, first_seed + seeds)
+            for trainer, name, settings in arms_by_env[env]]
     return Plan(list(envs), seeds, total, budget, scoring, ablations, runs, baselines, defaults_used, update_steps,
                 overrides, sources, tuple(arms), num_envs, warnings, fixed_variants=fixed_variants,
-                spec_ablations=spec_ablations, solve_threshold=solve_threshold)
+                spec_ablations=spec_ablations, solve_threshold=solve_threshold, first_seed=first_seed)
 
 
 def _update_sizes(update_steps: Mapping[str, Mapping[str, int]]) -> str:
