@@ -55,6 +55,33 @@ def test_a_stand_in_not_shown_equivalent_is_said_first_with_its_difference():
     assert not any("stand-in" in line for line in said["may_not"])
 
 
+def test_a_stand_in_equivalent_within_the_margin_but_different_says_both():
+    """The paired test (verify.json paired_difference) can resolve a difference that TOST still
+    calls equivalent within the margin: the report then says "to within that margin" and names
+    the difference, with its interval and seeds; an old verify.json without it reads as before."""
+    paired = {"test": "sign_flip_paired", "seeds": 20, "alpha": 0.05, "difference": -54.2, "p": 0.0063,
+              "ci": [-90.6, -17.7], "lower_in": 16}
+    equivalence = {"margin": 100.0, "alpha": 0.05, "equivalent": True,
+                   "envs": {"CartpoleBalance": {"difference": -54.2, "p_lower": 0.0076, "p_upper": 0.00001,
+                                                "equivalent": True, "n_stand_in": 20, "n_reference": 20,
+                                                "paired_difference": paired}}}
+    model = entries(equivalence=equivalence)
+    said = model["conclusions"]
+    assert said["may"][0].endswith("the gap against it is the gap against Brax, to within that margin.")
+    assert ("The stand-in's scores are not Brax's trainer's exactly: paired by seed, they differ on CartpoleBalance "
+            "by -54.2 [-90.6, -17.7] over 20 seeds (p 0.0063).") in " ".join(said["may_not"])
+    assert model["equivalence"]["paired"] is True
+    assert model["equivalence"]["envs"][0]["paired"] == {"difference": -54.2, "p": 0.0063, "ci": [-90.6, -17.7],
+                                                         "seeds": 20, "different": True}
+    unresolved = dict(paired, p=0.1, ci=[-80.2, 8.3])
+    quiet = entries(equivalence=dict(equivalence, envs={"CartpoleBalance": dict(
+        equivalence["envs"]["CartpoleBalance"], paired_difference=unresolved)}))["conclusions"]
+    assert quiet["may"][0].endswith("the gap against it is the gap against Brax.")
+    assert not any("exactly" in line for line in quiet["may_not"])
+    del equivalence["envs"]["CartpoleBalance"]["paired_difference"]
+    assert "paired" not in entries(equivalence=equivalence)["equivalence"]
+
+
 def test_an_unresolved_gap_says_what_its_seeds_could_have_found_and_no_fraction():
     result = synthetic_result()
     noise = [300.0, -250.0, 280.0, -310.0, 260.0, -240.0, 330.0, -270.0, 290.0, -300.0]

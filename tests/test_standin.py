@@ -221,3 +221,27 @@ def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
     assert {v["tests_in_family"] for v in decided if v["family"] == "gap"} == {3}
     same = equivalence(built, runs)
     assert same["envs"]["CartpoleBalance"]["equivalent"] is True and same["equivalent"] is True
+    paired = same["envs"]["CartpoleBalance"]["paired_difference"]
+    # per seed stand_in - reference: +10, -10, +15, -10, -5 twice: mean 0, resolved as no difference
+    assert paired["seeds"] == 10 and paired["difference"] == pytest.approx(0.0) and paired["lower_in"] == 6
+    assert paired["p"] == pytest.approx(1.0) and paired["ci"][0] < 0 < paired["ci"][1]
+
+
+def test_a_difference_inside_the_margin_is_still_said_to_be_a_difference():
+    """TOST answers "within the margin"; the paired test answers "zero". A stand-in 40 lower on
+    every seed is equivalent within +-100 and still different, and the text says both."""
+    from brax_diff.verify.equivalence import paired_difference
+    from brax_diff.verify.runner import _equivalence
+
+    reference = [300.0, 420.0, 380.0, 450.0, 350.0, 410.0, 330.0, 470.0, 390.0, 360.0]
+    stand_in = [r - 40.0 + (3.0 if i % 2 else -3.0) for i, r in enumerate(reference)]
+    entry = equivalence_summary({"A": (stand_in, reference)}, paired={"A": (stand_in, reference)})["envs"]["A"]
+    assert entry["equivalent"] is True
+    paired = entry["paired_difference"]
+    assert paired["difference"] == pytest.approx(-40.0) and paired["lower_in"] == 10
+    assert paired["p"] == pytest.approx(2 / 2**10, abs=1e-6) and paired["ci"][1] < 0
+    line = _equivalence(entry)
+    assert "equivalent;" in line and "stand_in lower in 10: different" in line
+    # at 5 seeds the smallest two-sided p is 1/16: said, never a p that cannot occur
+    few = paired_difference(stand_in[:5], reference[:5])
+    assert few["p"] is None and few["ci"] is None and "cannot reject at 0.05" in few["reason"]

@@ -121,13 +121,40 @@ def power(n: int, sd: float, margin: float = DEFAULT_MARGIN, alpha: float = DEFA
     return hits / trials
 
 
+def paired_difference(stand_in: Sequence[float], reference: Sequence[float], alpha: float = DEFAULT_ALPHA
+                      ) -> dict[str, Any]:
+    """Do stand_in and reference differ at all, seed by seed? The two-sided sign-flip test of the
+    per-seed differences (a seed's two runs share its env resets, evaluation episodes and, with
+    Brax's initial weights, its step-0 policy), with the 1 - alpha interval it inverts to (None
+    when this many seeds cannot reject). TOST answers "within the margin"; this answers "zero",
+    which a difference inside the margin may still not be."""
+    from .stats import sign_flip_interval, sign_flip_p, smallest_p
+
+    d = np.asarray(stand_in, dtype=float) - np.asarray(reference, dtype=float)
+    out: dict[str, Any] = {"test": "sign_flip_paired", "seeds": int(d.size), "alpha": alpha,
+                           "difference": round(float(d.mean()), 6) if d.size else None, "p": None, "ci": None,
+                           "lower_in": int((d < 0).sum())}
+    if d.size == 0 or smallest_p(d.size) > alpha:
+        out["reason"] = f"{d.size} paired seeds: the sign-flip test cannot reject at {alpha}"
+        return out
+    interval = sign_flip_interval(d, alpha)
+    out.update(p=round(sign_flip_p(d), 6), ci=[round(interval[0], 6), round(interval[1], 6)])
+    return out
+
+
 def equivalence_summary(scores: dict[str, tuple[list[float], list[float]]], margin: float = DEFAULT_MARGIN,
-                        alpha: float = DEFAULT_ALPHA) -> dict[str, Any]:
+                        alpha: float = DEFAULT_ALPHA,
+                        paired: dict[str, tuple[list[float], list[float]]] | None = None) -> dict[str, Any]:
     """verify.json ``equivalence``: per env, the TOST of stand_in vs reference on their finished
-    seeds, unpaired (the arms share a seed's env and evaluation keys but not its initial weights
-    or sampling, so nothing makes a seed's two scores move together); ``equivalent`` over all
-    envs is True only when every env's is, None when some env could not be tested."""
+    seeds, unpaired (the arms share a seed's env and evaluation keys, and with Brax's initial
+    weights its step-0 policy, but not its action sampling or shuffles: nothing is lost by not
+    pairing where the runs have parted); ``equivalent`` over all envs is True only when every
+    env's is, None when some env could not be tested. ``paired`` (per env, the scores of the
+    seeds both arms finished, in seed order): each env also gets ``paired_difference``
+    (:func:`paired_difference`)."""
     per_env = {env: tost(s, r, margin, alpha) for env, (s, r) in sorted(scores.items())}
+    for env, (s, r) in sorted((paired or {}).items()):
+        per_env[env]["paired_difference"] = paired_difference(s, r, alpha)
     answers = [v["equivalent"] for v in per_env.values()]
     overall = None if not answers or any(a is None for a in answers) else all(answers)
     return {"margin": margin, "alpha": alpha, "arms": ["stand_in", "reference"], "envs": per_env,

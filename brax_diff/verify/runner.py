@@ -186,11 +186,13 @@ def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
 
     if not {STAND_IN, REFERENCE} <= set(plan.arms()):
         return None
-    scores = {}
+    scores, paired = {}, {}
     for env in plan.envs:
         stand_in, reference = _finished(results, env, STAND_IN), _finished(results, env, REFERENCE)
         scores[env] = ([stand_in[s].score for s in sorted(stand_in)], [reference[s].score for s in sorted(reference)])
-    return equivalence_summary(scores, plan.equivalence_margin)
+        both = sorted(set(stand_in) & set(reference))
+        paired[env] = ([stand_in[s].score for s in both], [reference[s].score for s in both])
+    return equivalence_summary(scores, plan.equivalence_margin, paired=paired)
 
 
 def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, Any]]) -> dict[str, Any]:
@@ -455,6 +457,24 @@ def _comparison(entry: dict[str, Any]) -> str:
             f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}{solved}")
 
 
+def _equivalence(entry: dict[str, Any]) -> str:
+    """One env's TOST and paired difference as one line."""
+    if entry.get("equivalent") is None:
+        tost = f"TOST untestable ({entry.get('reason', '')})"
+    else:
+        tost = (f"Δ {entry['difference']:+.1f}, TOST p {entry['p_lower']:.3g} / {entry['p_upper']:.3g}: "
+                f"{'equivalent' if entry['equivalent'] else 'not shown equivalent'}")
+    paired = entry.get("paired_difference")
+    if not paired:
+        return tost
+    if paired.get("p") is None:
+        return f"{tost}; paired: {paired.get('reason', '')}"
+    low, high = paired["ci"]
+    return (f"{tost}; paired over {paired['seeds']} seeds: Δ {paired['difference']:+.1f} [{low:+.1f}, {high:+.1f}], "
+            f"p {paired['p']:.3g}, stand_in lower in {paired['lower_in']}: "
+            f"{'different' if paired['p'] < paired['alpha'] else 'no difference resolved'}")
+
+
 def render(result: VerifyResult) -> str:
     """Every arm's score, the gap, every comparison's verdict, then failed runs, as plain text."""
     lines = [f"verify: {len(result.results)} runs on {result.device} in {result.seconds:.0f} s "
@@ -483,6 +503,12 @@ def render(result: VerifyResult) -> str:
     if others:
         lines.append("comparisons (Δ = first - second, each interval at its test's level):")
         lines.extend(f"  {entry['family']:<8} {_comparison(entry)}" for entry in others)
+    if result.equivalence:
+        lines.append(f"stand_in vs reference (Δ = stand_in - reference): equivalent within "
+                     f"±{result.equivalence['margin']:g} (TOST at {result.equivalence['alpha']:g})? and different at all "
+                     "(paired sign-flip)?")
+        for env, entry in result.equivalence["envs"].items():
+            lines.append(f"  {env}  {_equivalence(entry)}")
     for failed in result.failed:
         lines.append(f"  FAILED {failed.spec.env} {failed.spec.arm} seed {failed.spec.seed}: {failed.error}")
     return "\n".join(lines) + "\n"
