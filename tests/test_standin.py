@@ -158,6 +158,19 @@ def test_tost_exact_p_value_on_a_hand_example():
     assert paired["p_lower"] == pytest.approx(1 / 32) and paired["equivalent"] is True
 
 
+def test_a_sampled_tost_p_value_is_never_zero():
+    """20 seeds a side is C(40, 20) splits, past exact enumeration: the p of a sample of splits
+    counts the observed one, (hits + 1) / (samples + 1), never 0 (the replication's first
+    verify.json printed 'p 0')."""
+    from brax_diff.verify.equivalence import SAMPLES
+
+    reference = np.linspace(300.0, 500.0, 20)
+    out = tost(reference + 15.0, reference, margin=100.0)
+    assert out["equivalent"] is True and out["p_lower"] == pytest.approx(1 / (SAMPLES + 1), abs=1e-6)
+    paired = tost(reference + 15.0 + np.linspace(-1, 1, 20), reference, margin=100.0, paired=True)
+    assert paired["p_lower"] == pytest.approx(1 / (SAMPLES + 1), abs=1e-6) and paired["p_upper"] > 0
+
+
 @pytest.mark.parametrize("shape", ["normal", "bimodal"])
 def test_tost_false_equivalence_rate_at_the_margin_is_at_most_alpha(shape):
     """At a true difference of exactly the margin (the hardest null), 'equivalent' comes out at
