@@ -18,6 +18,7 @@ for _module in ("torch", "jax", "mujoco_playground", "brax", "matplotlib", "scip
 
 from test_verify_plan import BRAX_VALUES, SLM_VALUES, extraction  # noqa: E402
 
+from brax_diff import __version__  # noqa: E402
 from brax_diff.verify import build_plan, run_plan, stats  # noqa: E402
 from brax_diff.verify import runner as runner_module  # noqa: E402
 from brax_diff.verify.cache import FAILED, OK  # noqa: E402
@@ -228,6 +229,63 @@ def test_two_processes_give_the_same_runs_as_one(first_result, workdir):
     assert [r.status for r in parallel.results] == [OK, OK]
     for run in parallel.results:
         assert run.scores == sequential[(run.spec.arm, 0)]
+
+
+def test_a_worker_process_that_dies_is_retried_alone_then_recorded_failed(first_result, workdir, tmp_path,
+                                                                          monkeypatch):
+    """--jobs 2: a worker process that dies (here SIGKILL; the committed evidence's first try met a
+    segfault in libgcc_s) broke the pool and `verify` ended in a BrokenProcessPool traceback,
+    losing the runs in flight. Now the units in flight are charged a death and run again, each
+    alone; past WORKER_DEATHS_ALLOWED its runs are recorded failed (cached, as a failed run is)
+    and every other unit still finishes with the runs it gives in one process."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from brax_diff.verify import worker
+
+    result, _ = first_result
+    sequential = {(r.spec.arm, r.spec.seed): r.scores for r in result.results}
+    plan = plan_for(1, keys=("learning_rate",), arms=("gap",))  # baseline and all_fixes: two units
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "xla").symlink_to(workdir / "cache" / "xla")  # this module's compiled programs
+    trace = tmp_path / "trace"
+    monkeypatch.setenv(worker.TRACE_ENV, str(trace))  # spawned workers inherit it
+    monkeypatch.setattr(runner_module, "WORKER_DEATHS_ALLOWED", 1)
+    killed: list[tuple[str, int]] = []
+    stop = threading.Event()
+
+    def kill_every_start_of_the_first_unit() -> None:
+        victim = None
+        while not stop.is_set():
+            for event, run, pid in (line.split() for line in (trace.read_text().splitlines()
+                                                             if trace.exists() else [])):
+                victim = victim or run
+                if event == "start" and run == victim and (run, int(pid)) not in killed:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append((run, int(pid)))
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_every_start_of_the_first_unit, daemon=True)
+    killer.start()
+    try:
+        parallel = run_plan(plan, cache, progress=False, log=lambda line: None, jobs=2)
+    finally:
+        stop.set()
+        killer.join(timeout=5)
+    victim = killed[0][0]
+    assert [run for run, _ in killed] == [victim, victim]  # died, ran alone, died again: failed
+    by_id = {r.spec.run_id(__version__): r for r in parallel.results}
+    assert by_id[victim].status == FAILED and "its worker process died 2 times" in by_id[victim].error
+    (other,) = [r for run_id, r in by_id.items() if run_id != victim]
+    assert other.status == OK and other.scores == sequential[(other.spec.arm, 0)]
+    events = [line.split() for line in trace.read_text().splitlines()]
+    assert [run for event, run, _ in events if event == "done"] == [other.spec.run_id(__version__)]  # once
+    again = run_plan(plan, cache, progress=False, log=lambda line: None, jobs=2)  # the failure is cached
+    assert [r.status for r in again.results] == [r.status for r in parallel.results]
+    assert len(trace.read_text().splitlines()) == len(events)  # nothing ran again
 
 
 def test_brax_reference_arguments():

@@ -397,27 +397,61 @@ def _run_units(plan: Plan, cache: RunCache, cluster, device: str | None, progres
     return done, device
 
 
+WORKER_DEATHS_ALLOWED = 3  # a unit whose worker process dies this often more is recorded as failed (as on Ray)
+
+
 def _run_in_processes(plan: Plan, work: list[list[int]], done: dict[int, RunResult], cache: RunCache, device: str,
                       bar: "Progress", jobs: int) -> None:
+    """Every unit of ``work`` in a pool of ``jobs`` processes, at most ``jobs`` units in flight.
+
+    A worker process that dies (a segfault in a native library, the OOM killer) breaks the whole
+    pool: every unit then in flight is charged one death and queued again in a fresh pool, and a
+    unit with a death runs alone, so the next death is its own. After WORKER_DEATHS_ALLOWED more
+    deaths its runs are recorded as failed (kept by the cache; ``--retry-failed`` reruns them),
+    as the Ray executor does; every other unit still runs."""
     import multiprocessing
+    from collections import Counter, deque
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    from .worker import failed_result
 
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: JAX and torch start clean
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=start_worker,
-                             initargs=(str(cache.directory), device)) as pool:
-        futures = {pool.submit(run_worker_unit, [plan.runs[i].to_json() for i in unit]): unit for unit in work}
-        try:
-            while futures:
-                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    unit = futures.pop(future)
-                    for index, data in zip(unit, future.result()):
-                        done[index] = replace(RunResult.from_json(data), spec=plan.runs[index])
+    queue: deque[tuple[int, ...]] = deque(tuple(unit) for unit in work)
+    deaths: Counter[tuple[int, ...]] = Counter()
+    while queue:
+        with ProcessPoolExecutor(jobs, mp_context=context, initializer=start_worker,
+                                 initargs=(str(cache.directory), device)) as pool:
+            in_flight: dict = {}
+            try:
+                while queue or in_flight:
+                    alone = any(deaths[u] for u in in_flight.values())
+                    while queue and not alone and len(in_flight) < jobs and not (deaths[queue[0]] and in_flight):
+                        unit = queue.popleft()
+                        in_flight[pool.submit(run_worker_unit, [plan.runs[i].to_json() for i in unit])] = unit
+                        alone = bool(deaths[unit])
+                    finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        results = future.result()  # BrokenProcessPool: a worker died (below)
+                        unit = in_flight.pop(future)
+                        for index, data in zip(unit, results):
+                            done[index] = replace(RunResult.from_json(data), spec=plan.runs[index])
+                            bar.finish_run(done[index])
+            except BrokenProcessPool as exc:
+                for unit in reversed(list(in_flight.values())):  # requeued in their order, at the front
+                    deaths[unit] += 1
+                    if deaths[unit] <= WORKER_DEATHS_ALLOWED:
+                        queue.appendleft(unit)
+                        continue
+                    why = RuntimeError(f"its worker process died {deaths[unit]} times ({exc})")
+                    for index in unit:
+                        done[index] = failed_result(plan.runs[index], why, 0.0, device)
+                        cache.store(done[index])
                         bar.finish_run(done[index])
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+            except BaseException:
+                for future in in_flight:
+                    future.cancel()
+                raise
 
 
 def _ci(entry: dict[str, Any]) -> str:
