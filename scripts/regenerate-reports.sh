@@ -15,12 +15,12 @@ rsl_rl_repo=${RSL_RL_REPO:-https://github.com/leggedrobotics/rsl_rl}
 repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo "$slm_repo")
 
 # The seed-era verification (CartpoleBalance and CartpoleSwingup, DM Control environments; five
-# arms, the stand-in included) is made by the CPU preset at 10 seeds (docs/verify.md; 50 minutes
-# on 2 cores from an empty cache), and its 20-seed CartpoleBalance follow-up by the same command
-# with --seeds 20 --env CartpoleBalance --output reports/phase5-seed/verify-balance-20 (16 minutes
-# more over the first one's run cache):
+# arms, the stand-in included) is made by the CPU preset at 20 seeds (docs/verify.md; 48 minutes
+# on 2 cores), and the stand-in's second look on fresh seeds by --seeds 20 --first-seed 20
+# --env CartpoleBalance --arms stand_in --output reports/phase5-seed/verify-stand-in-fresh-seeds
+# (14 minutes):
 #   brax-diff verify "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-#     --preset cpu --seeds 10 --env CartpoleBalance --env CartpoleSwingup --set max_frame=100000000 \
+#     --preset cpu --seeds 20 --env CartpoleBalance --env CartpoleSwingup --set max_frame=100000000 \
 #     --arms gap,stand_in --engine batched --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
