@@ -18,7 +18,7 @@ def register(app) -> None:
     command = app.command("verify", verify)
     command.flag("plan_only", "--plan", help="Print the plan, its env steps and estimated time, and stop "
                  "(needs no torch or jax).")
-    command.option("preset", "--preset", help="cpu (a 2-core machine: ~25 min at the seed-era refs, "
+    command.option("preset", "--preset", help="cpu (a 2-core machine: ~9 min at the seed-era refs, "
                    "--plan says what at yours) or gpu; "
                    "explicit flags override its values.")
     command.option("env", "--env", repeat=True, help="MuJoCo Playground environment (repeatable).")
