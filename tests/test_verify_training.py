@@ -434,3 +434,25 @@ def test_stand_in_trains_beside_the_reference_and_verify_json_has_the_equivalenc
     env = written["equivalence"]["envs"][ENV]
     assert (env["n_stand_in"], env["n_reference"], env["equivalent"]) == (2, 2, None)
     assert written["equivalence"]["margin"] == written["plan"]["equivalence_margin"] == 100.0
+
+
+def test_a_reseeded_evaluator_scores_as_a_fresh_one():
+    """A worker keeps one compiled evaluator per env, scoring and settings and swaps each run's
+    seed in (Runner.evaluator): seed 1 scored by the evaluator seed 0 compiled gives the score
+    an evaluator of seed 1's own gives, evaluation after evaluation, so cached runs stay valid."""
+    import torch
+
+    from brax_diff.verify import ppo_torch
+    from brax_diff.verify.evaluate import TorchEvaluator, policy_params
+    from brax_diff.verify.settings import TrainerSettings
+
+    settings = TrainerSettings.from_json(plan_for(1).runs[0].settings)
+    agent = ppo_torch.PPO(settings, 5, 1, 10.0, seed=3)
+    agent.observe(torch.randn(64, 5) * 2)
+    params = policy_params(agent)
+    reused = TorchEvaluator(ENV, settings, 0, 4, False, 50)
+    reused.score(params)
+    reused.reseed(1)
+    fresh = TorchEvaluator(ENV, settings, 1, 4, False, 50)
+    assert [reused.score(params) for _ in range(2)] == [fresh.score(params) for _ in range(2)]
+    assert reused.reseed(0).score(params) == TorchEvaluator(ENV, settings, 0, 4, False, 50).score(params)

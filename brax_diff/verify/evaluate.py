@@ -102,6 +102,12 @@ class TorchEvaluator:
                                            episode_length=self.episode_length, action_repeat=self.action_repeat,
                                            key=self._keys[0])
 
+    def reseed(self, seed: int | list[int]) -> "TorchEvaluator":
+        """The same compiled evaluator for other seeds: their keys swapped in (the only per-seed
+        state), so a process scores run after run without tracing the evaluation unroll again."""
+        self._keys = [brax_keys(s)["eval_key"] for s in ([seed] if isinstance(seed, int) else seed)]
+        return self
+
     def score(self, params: dict[str, Any], index: int = 0) -> float:
         """The mean evaluation return of seed ``index``'s policy ``params`` (:func:`policy_params`)."""
         self._evaluator._key = self._keys[index]
