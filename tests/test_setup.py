@@ -238,8 +238,10 @@ def values(extraction) -> dict:
 def test_brax_reads_each_environments_own_config(repos):
     extractor = brax(repos)
     pick = extractor.env("PandaPickCube")
-    assert values(pick) == {"episode_length": 150, "action_repeat": 1, "training_env_steps": 5_000_000,
+    # What train() runs: 5 M asked, 4 epochs x 10 reset epochs x ceil(5e6 / (4 * 10 * 512)) = 245 steps of 512.
+    assert values(pick) == {"episode_length": 150, "action_repeat": 1, "training_env_steps": 4 * 10 * 245 * 512,
                             "policy_obs_keys": "state", "value_obs_keys": "state", "physics_backend": "warp"}
+    assert pick.facts["training_env_steps"].declared == 5_000_000  # the request, kept beside it
     # The config's line and the environment's own line.
     assert where(pick.facts["episode_length"]) == [("manipulation_params.py", bfx.line_of(MANIP_PARAMS,
                                                                                           "episode_length=env")),
@@ -249,7 +251,7 @@ def test_brax_reads_each_environments_own_config(repos):
     assert (cartesian.value("episode_length"), cartesian.value("action_repeat")) == (200, 2)
     assert ("pick_cartesian.py", bfx.line_of(PICK_CARTESIAN, "config.episode_length = 200")) in \
         where(cartesian.facts["episode_length"])
-    assert cartesian.value("training_env_steps") == 20_000_000
+    assert cartesian.value("training_env_steps") == 2 * 10 * 977 * 1024  # 20 M asked, action repeat 2 counted
     assert cartesian.facts["physics_backend"].is_unknown  # this config has no impl field: said so, no default
     assert "has no field 'impl'" in cartesian.facts["physics_backend"].unknown
     assert any(f.key == "physics_backend" for f in cartesian.findings)
@@ -268,7 +270,8 @@ def test_a_family_scope_leaves_per_environment_keys_to_the_environments(repos):
     family = brax(repos).family("manipulation")
     for key in ("episode_length", "action_repeat"):
         assert family.facts[key].unknown == f"{key}: set per environment from get_default_config(env_name).{key}"
-    assert family.value("training_env_steps") == 5_000_000
+    # What train() runs depends on each environment's action repeat: the family config alone does not say.
+    assert family.facts["training_env_steps"].unknown.startswith("training_env_steps: from train()'s action_repeat")
     assert family.unknown_keys() == []  # nothing the code did not let us read
     assert not any(f.kind == "pattern_not_found" for f in family.findings)
 
@@ -321,17 +324,19 @@ def test_the_matrix_marks_scores_that_cannot_be_compared(repos, capsys):
     assert matrix["incomparable"] == [
         {"env": "PandaPickCube", "variant": "ppo_fx_small",
          "why": [{"key": "episode_length", "brax": 150, "slm": 1000, "rule": "BD035"}]},
+        # Another action repeat alone keeps the return's scale (the episode wrapper sums every
+        # underlying step's reward): only the episode length makes the score not comparable.
         {"env": "PandaPickCubeCartesian", "variant": "ppo_fx_small",
-         "why": [{"key": "episode_length", "brax": 200, "slm": 1000, "rule": "BD035"},
-                 {"key": "action_repeat", "brax": 2, "slm": 4, "rule": "BD036"}]},
+         "why": [{"key": "episode_length", "brax": 200, "slm": 1000, "rule": "BD035"}]},
     ]
+    assert {row["env"]: row["cells"]["action_repeat"]["severity"] for row in matrix["rows"]
+            if "action_repeat" in row["cells"]} == {"PandaPickCube": None, "PandaPickCubeCartesian": "CRITICAL"}
     cells = {row["env"]: row["cells"] for row in matrix["rows"]}
     assert cells["PandaPickCube"]["episode_length"] == {"brax": 150, "slm": 1000, "status": "differs",
                                                         "severity": "CRITICAL"}
     # The family's own comparison leaves what each environment decides to the matrix.
     keys = {d["key"] for d in model["differences"]}
-    assert not keys & {"episode_length", "action_repeat", "physics_backend", "value_obs_keys"}
-    assert "training_env_steps" in keys
+    assert not keys & {"episode_length", "action_repeat", "physics_backend", "value_obs_keys", "training_env_steps"}
 
 
 def test_the_markdown_says_why_and_names_the_rule(repos, capsys, tmp_path):
@@ -340,9 +345,9 @@ def test_the_markdown_says_why_and_names_the_rule(repos, capsys, tmp_path):
     assert main(["report", *flags, "--family", "manipulation", "--format", "md", "--output", "-"]) == 0
     text = capsys.readouterr().out
     section = text.split("### 🔴 Scores not comparable", 1)[1].split("\n| Environment | Variant | `", 1)[0]
-    assert "2 of 2 environments run with another episode length or action repeat" in section
-    assert ("| PandaPickCubeCartesian | ppo_fx_small | `episode_length` Brax 200 vs SLM-Lab 1000; "
-            "`action_repeat` Brax 2 vs SLM-Lab 4 | BD035, BD036 |") in section
+    assert "2 of 2 environments run with another episode length than" in section
+    assert "Another action repeat alone keeps the scale" in section
+    assert "| PandaPickCubeCartesian | ppo_fx_small | `episode_length` Brax 200 vs SLM-Lab 1000 | BD035 |" in section
 
 
 def test_an_environment_report_shows_the_privileged_critic(repos, capsys):

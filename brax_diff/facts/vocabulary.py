@@ -188,7 +188,10 @@ _KEYS = (
     Key("action_repeat", "setup", "int", "steps",
         "Times each action is applied (and its rewards summed) per env step.", per_environment=True),
     Key("training_env_steps", "setup", "int", "env steps",
-        "Env steps of the whole training run, all envs together (Brax `num_timesteps`, SLM-Lab `max_frame`)."),
+        "Env steps of the whole training run, all envs together. Brax: what train() runs (`num_timesteps` "
+        "rounded up to whole training steps; the request is `declared`), counting each of `action_repeat` "
+        "steps; SLM-Lab: `max_frame`, frames of its vector env, one per agent step (x `action_repeat` in "
+        "Brax's unit: the results join converts).", per_environment=True),
     Key("num_resets_per_eval", "setup", "int", "resets",
         "Times every training env is reset, all together, between two evaluations (Brax `num_resets_per_eval`: "
         "each reset starts all episodes afresh; 0: envs reset only when their episode ends, SLM-Lab's vector "

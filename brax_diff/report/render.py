@@ -105,12 +105,16 @@ def link_definitions(text: str, model: dict) -> str:
     return "".join(f"[{ref}]: {urls[ref]}\n" for ref in used)
 
 
-def fact_cell(fact: dict | None) -> str:
+def fact_cell(fact: dict | None, side: str = "other") -> str:
+    """A fact's table cell. ``side``: Brax's declared value is what train() was asked for (it
+    rounds ``num_timesteps`` up to whole training steps), not an override a finding names."""
     if fact is None:
         return "—"
     if fact.get("unknown"):
         return "**unknown**"
     out = linked(fact["value"], fact.get("provenance"))
+    if side == "brax" and "declared" in fact and not values_equal(fact["declared"], fact["value"]):
+        return out + f" (requested `{md_cell(format_value(fact['declared']))}`)"
     if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
         # The spec asks for another value than the code runs: an IMPORTANT finding names the override.
         out += f" (declared `{md_cell(format_value(fact['declared']))}`; 🟠 **IMPORTANT**: the code overrides it)"
@@ -243,9 +247,11 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
             "incomparable": incomparable}
 
 
-# What makes two returns different numbers: how many steps an episode sums, and how many
-# rewards each step sums.
-SCORE_SCALE_KEYS = ("episode_length", "action_repeat")
+# What makes two returns different numbers: how many steps an episode sums. Not action repeat:
+# Brax's EpisodeWrapper counts an episode in underlying steps (each agent step adds action_repeat)
+# and sums every underlying reward, so the return sums as many rewards; the agent controls at
+# another frequency (rule BD036), which changes the task, not the score's scale.
+SCORE_SCALE_KEYS = ("episode_length",)
 
 
 def _incomparable(classified: dict[str, Classified]) -> list[dict]:

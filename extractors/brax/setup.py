@@ -15,8 +15,7 @@ from .scope import Code, Scope, Setting
 from ..playground.env import EnvConfigs
 
 # canonical key -> (scope, parameter)
-FROM_TRAIN = {"training_env_steps": "num_timesteps", "episode_length": "episode_length",
-              "action_repeat": "action_repeat"}
+FROM_TRAIN = {"episode_length": "episode_length", "action_repeat": "action_repeat"}
 FROM_NETWORK = {"policy_obs_keys": "policy_obs_key", "value_obs_keys": "value_obs_key"}
 # The evaluation protocol: train()'s parameters (brax/training/agents/ppo/train.py), as train() uses them.
 EVAL_INTERVAL_INPUTS = ("num_timesteps", "num_evals", "num_resets_per_eval", "batch_size", "unroll_length",
@@ -29,6 +28,7 @@ def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | 
     out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
     out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
     out += evaluation_facts(train)
+    out.append(_training_env_steps(train))
     if reference == "train-script" and env is not None:
         out.append(_fact("physics_backend", impl, "registry.load(config_overrides={'impl': ...})"))
     elif reference != "params":  # the environment's own config is read for Playground's configs only
@@ -118,6 +118,28 @@ def _eval_interval(train: Scope) -> Fact:
     return Fact(key, steps_per_epoch * per_step * resets, tuple(sorted(set(provenance))),
                 f"train(): {values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {epochs} epochs of whole "
                 f"training steps ({per_step:,} env steps each, x max(num_resets_per_eval, 1) = {resets})")
+
+
+def _training_env_steps(train: Scope) -> Fact:
+    """The env steps train() runs (action repeat counted, as Brax counts them): ``num_timesteps``
+    rounded up to whole reset epochs of whole training steps, max(num_evals - 1, 1) times; the
+    requested ``num_timesteps`` is kept as ``declared``. At Playground's DM Control config 60 M
+    requested run 88,473,600 (9 evaluations of 9,830,400)."""
+    key = "training_env_steps"
+    read = _ints(train, key, EVAL_INTERVAL_INPUTS)
+    if isinstance(read, Fact):
+        return read
+    values, provenance = read
+    per_step, steps_per_epoch = _training_step(values)
+    resets = max(values["num_resets_per_eval"], 1)
+    epochs = max(values["num_evals"] - 1, 1)
+    total = epochs * resets * steps_per_epoch * per_step
+    return Fact(key, total, tuple(sorted(set(provenance))),
+                f"train() runs max(num_evals - 1, 1) = {epochs} epochs x max(num_resets_per_eval, 1) = {resets} x "
+                f"{steps_per_epoch:,} training step(s) of {per_step:,} env steps (batch_size x unroll_length x "
+                f"num_minibatches x action_repeat): num_timesteps {values['num_timesteps']:,} rounded up to whole "
+                "training steps; env steps count every action_repeat step",
+                values["num_timesteps"] if values["num_timesteps"] != total else None)
 
 
 def _steps_between_resets(train: Scope) -> Fact:
