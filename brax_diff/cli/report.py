@@ -64,7 +64,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    previous: str | None = None, check: bool = False, summary: str | None = None,
                    fail_on: str | None = None, strict: bool = False, verification: str | None = None,
                    no_cache: bool = False, verify: bool = False, quiet: bool = False,
-                   results: str | None = None, targets_ref: str | None = None,
+                   results: str | None = None, targets_ref: str | None = None, results_code: str | None = None,
                    brax_reference: str | None = None, against: str | None = None, rsl_rl: str | None = None,
                    rsl_rl_repo: str | None = None) -> None:
     """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
@@ -122,7 +122,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                                user_mapping(settings.mapping), family=family, env=env, variant=variant, fmt=fmt,
                                output=output, previous=previous, verification=verification,
                                verify_scope=verify_scope, no_cache=no_cache, check=check, results=results,
-                               targets_ref=targets_ref, brax_reference=brax_reference or "params", against=other,
+                               targets_ref=targets_ref, results_code=results_code, brax_reference=brax_reference or "params", against=other,
                                step=story.step, line=story.line)
     for line in head_warnings(snapshots):
         story.warn(line)
@@ -222,7 +222,8 @@ def register(app) -> None:
                    "(default: v3.3.0, the newest release whose API Playground's train_rsl_rl.py calls).")
     command.option("rsl_rl_repo", "--rsl-rl-repo", help="rsl_rl repository: path or URL (default: "
                    "leggedrobotics/rsl_rl).")
-    command.option("family", "--family", help="One family (default: every family).")
+    command.option("family", "--family", help="One family (default: every family); all: the --results "
+                   "report alone.")
     command.option("env", "--env", help="One registered environment instead of a family.")
     command.option("variant", "--variant", help="SLM-Lab spec variant (default: the mapped one).")
     command.option("sets", "--set", repeat=True, help="KEY=VALUE for a ${KEY} placeholder in the "
@@ -245,9 +246,13 @@ def register(app) -> None:
                    help="Where Brax's values come from: Playground's tuned *_params.py configs (default), what "
                    "Playground's learning/train_jax_ppo.py trains with at its flag defaults, train()'s signature "
                    "defaults, or Brax's own brax/training/learner.py flag defaults.")
-    command.option("results", "--results", help="Published per-environment scores joined with the "
-                   "environment matrix: slm (SLM-Lab's docs/BENCHMARKS.md at --slm), slm@REF, or a .md, .csv "
-                   "(env,score,target) or .yaml file.")
+    command.option("results", "--results", help="Published per-environment scores, each joined with the "
+                   "variant its row names at the code the results came from, in one cross-family report "
+                   "(results.md beside the family reports; --family all for it alone): slm (SLM-Lab's "
+                   "docs/BENCHMARKS.md at --slm), slm@REF (at REF, and the code at REF), or a .md, .csv "
+                   "(env,score,target[,variant,frames,status,algorithm]) or .yaml file.")
+    command.option("results_code", "--results-code", help="The SLM-Lab ref the --results runs trained with "
+                   "(default: the ref the results file is read at).")
     command.option("targets_ref", "--targets-ref", help="Take the targets of --results from SLM-Lab's "
                    "docs/BENCHMARKS.md at this ref (later versions dropped them).")
     command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "

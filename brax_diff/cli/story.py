@@ -108,6 +108,10 @@ class Story:
         lines elsewhere; not with quiet."""
         if self.quiet:
             return
+        if model.get("kind") == "results":
+            for line in results_lines(model):
+                self.console.print(self._escaped(line) if not self._plain else line)
+            return
         if self._plain:
             for line in [*summary_lines(model), *(f"ERROR {f}" for f in error_findings(model))]:
                 self.console.print(line)
@@ -153,6 +157,18 @@ def summary_lines(model: dict) -> list[str]:
     for severity, keys in keys_by_severity(model):
         lines.append(f"  {severity} {len(keys)}" + (f": {', '.join(keys)}" if keys else ""))
     lines.append(f"  match {model['summary']['match']}")
+    return lines
+
+
+def results_lines(model: dict) -> list[str]:
+    """The results report in a few lines: who misses, and the three most separating differences."""
+    ranking = model["ranking"]
+    judged = len(ranking["missing"]) + len(ranking["passing"])
+    lines = [f"results: {len(ranking['missing'])} of {judged} environments miss their target; "
+             f"{len(model['unjoined'])} row(s) not joined"]
+    for single in [s for s in ranking["singles"] if s["separation"] is not None][:3]:
+        lines.append(f"  {single['id']}: {single['missing']} of {single['missing_of']} missing, "
+                     f"{single['passing']} of {single['passing_of']} passing ({single['separation']:+.2f})")
     return lines
 
 

@@ -74,7 +74,8 @@ class ScopeResult:
 
 def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, set_values: dict, mapping, *,
                  family, env, variant, fmt, output, previous, verification, verify_scope=None,
-                 no_cache, check, results=None, targets_ref=None, brax_reference="params", against="slm",
+                 no_cache, check, results=None, targets_ref=None, results_code=None, brax_reference="params",
+                 against="slm",
                  step: Callable[[str], None] = lambda text: None,
                  line: Callable[[str], None] = lambda text: None) -> list[ScopeResult]:
     """Every scope's report, with its files (:class:`ReportRun` makes the texts). ``verify_scope(brax,
@@ -84,6 +85,13 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
 
     if targets_ref and not results:
         raise BraxDiffError("--targets-ref gives the targets of --results; add --results")
+    if results_code and not results:
+        raise BraxDiffError("--results-code names the code --results came from; add --results")
+    if family == ALL and not results:
+        raise BraxDiffError("--family all is the cross-family join of published results: add --results")
+    if results and (env or (family and family != ALL)):
+        raise BraxDiffError("--results joins every family's environments in one report (results.md): drop "
+                            f"{'--env' if env else '--family'}, or give --family all for that report alone")
     joined = published.load(results, snapshots["slm"], targets_ref) if results else None
     from pathlib import Path
 
@@ -98,7 +106,7 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
     run = ReportRun(snapshots, settings, table, extractor_classes, set_values, mapping,
                     variant=variant, no_cache=no_cache, step=step, brax_reference=brax_reference,
                     against=against)
-    scopes = run.scopes(family, env)
+    scopes = [] if family == ALL else run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")
     if previous and not Path(previous).exists():  # a mistyped path would compare with nothing, silently
@@ -126,10 +134,62 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
             result = verify_scope(run.brax, run.slm, scope, verify_dir)
             verdicts = verification_entries(result, verify_dir, report_dir)
         texts, model, replaced = run.report(scope, previous_path=previous_path, verdicts=verdicts,
-                                            linked_at=linked_at, results=joined)
+                                            linked_at=linked_at)
         files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
         results.append(ScopeResult(scope.file_name(variant), model, replaced, files))
+    if joined is not None:
+        scores, targets_source, holder = joined
+        code = holder if results_code is None else run.resolve_slm(results_code)
+        texts, model = run.results_report(scores, targets_source, code, linked_at)
+        # Beside the family reports (a directory), or where --family all --output says.
+        targets = output_files(RESULTS_SCOPE, output, fmt, settings, False)
+        if not check:
+            for path in targets.values():
+                check_writable(path)
+        files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
+        previous_results = next((sibling(p, "json") for _, p in sorted(targets.items()) if p is not None), None)
+        results.append(ResultsReport(RESULTS_SCOPE.name, model, previous_results, files))
     return results
+
+
+ALL = "all"  # `--family all`: the cross-family results report alone
+
+
+class _ResultsScope:
+    """Where the results report goes: ``results.md`` / ``results.json`` in the reports directory."""
+
+    name = "results"
+
+    def file_name(self, variant: str | None = None) -> str:
+        return self.name
+
+
+RESULTS_SCOPE = _ResultsScope()
+
+
+class ResultsReport(ScopeResult):
+    """The cross-family results report: a change is one move naming the report."""
+
+    def __init__(self, name: str, model: dict, previous_path: Path | None, files: list) -> None:
+        super().__init__(name, model, previous_path if previous_path is not None and previous_path.exists() else None,
+                         files)
+
+    @property
+    def previous(self) -> dict | None:
+        from ..safety.io import read_json
+
+        if isinstance(self._previous, Path):
+            self._previous = read_json(self._previous, "previous results report")
+        return self._previous
+
+    def moves(self) -> list[Move]:
+        from .render import same_findings
+        from .review import Move
+
+        if self.previous is not None and same_findings(self.previous, self.model):
+            return []
+        note = "a new report" if self.previous is None else "the published results' join moved"
+        return [Move("report", self.name, self.name, "all families", note=note)]
 
 
 def rule_table(user_file: str | None):
@@ -204,10 +264,10 @@ def at_or_above(results: list[ScopeResult], threshold: str) -> list[str]:
     from ..compare.severity import worst_at_or_above
 
     return [f"{result.name}: {d['key']} ({d['severity']})" for result in results
-            for d in worst_at_or_above(result.model, threshold)]
+            if "differences" in result.model for d in worst_at_or_above(result.model, threshold)]
 
 
 def unknown_keys(results: list[ScopeResult]) -> list[str]:
     """``scope: key`` for every compared key unknown on either side (``--strict``)."""
-    return [f"{result.name}: {d['key']}" for result in results for d in result.model["differences"]
+    return [f"{result.name}: {d['key']}" for result in results for d in result.model.get("differences", [])
             if d["status"] == "unknown"]

@@ -36,7 +36,6 @@ from ..facts.scope import FORMATS, Scope, extraction_calls  # noqa: F401 (re-exp
 from ..compare.severity import worst_at_or_above  # noqa: F401 (re-exported)
 from ..compare.rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
                     recommended_order, recommended_steps)
-from ..compare.results import join as join_results
 from ..facts.vocabulary import KEYS, PER_ENVIRONMENT, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape
@@ -342,7 +341,7 @@ def changes_since(previous: dict | None, model: dict) -> dict | None:
 def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
                  matrix: dict | None = None, previous: dict | None = None,
                  verification: dict | None = None, rules_origin: str = "shipped",
-                 results: tuple | None = None, against: dict | None = None, fixes: dict | None = None) -> dict:
+                 against: dict | None = None, fixes: dict | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given;
     ``against``: the side compared with Brax when it is not SLM-Lab ({"side", "title", "reads"}):
@@ -366,8 +365,6 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
         "recommended": recommended_steps(classified, outcomes),
         "findings": _findings(brax, slm),
         "matrix": matrix,
-        # Published scores joined with the matrix (a family report, --results): brax_diff.compare.results.
-        "results": join_results(matrix, *results) if results is not None and matrix is not None else None,
         "verification": verification,
         "rules": {"origin": rules_origin,
                   "references": {k: v.to_json() for k, v in sorted(table.references.items())}},
@@ -398,6 +395,14 @@ def render_markdown(model: dict) -> str:
                                     key=SEVERITIES.index, default=None)})
     text = environment().get_template("report.md.j2").render(
         m=model, topic_sections=topics, by_key=by_key, anchors=topic_anchors())
+    text = text.rstrip("\n") + "\n"
+    definitions = link_definitions(text, model)
+    return text + ("\n<!-- Line links: the commits above. -->\n" + definitions if definitions else "")
+
+
+def render_results_markdown(model: dict) -> str:
+    """The cross-family results report (templates/results.md.j2), from :mod:`brax_diff.report.published`."""
+    text = environment().get_template("results.md.j2").render(m=model, anchors=topic_anchors())
     text = text.rstrip("\n") + "\n"
     definitions = link_definitions(text, model)
     return text + ("\n<!-- Line links: the commits above. -->\n" + definitions if definitions else "")
@@ -496,7 +501,7 @@ def _changes_shape_ok(changes: Any) -> bool:
 def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: Scope, *,
              variant: str | None = None, spec: str | None = None, previous: dict | None = None,
              verification: dict | None = None, rules_origin: str = "shipped",
-             progress: Callable[[str], None] = lambda text: None, results: tuple | None = None,
+             progress: Callable[[str], None] = lambda text: None,
              brax_reference: str = "params", against: dict | None = None,
              solve_fixes: Callable[..., dict] | None = None) -> dict:
     """The report model for one scope.
@@ -548,7 +553,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
         progress(f"{scope.name}: writing and reading back the fixes of {chosen}")
         fixes = solve_fixes(brax=brax, slm=slm_variant(chosen), family=family, env=scope.env, variant=chosen)
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
-                        verification=verification, rules_origin=rules_origin, results=results, against=against,
+                        verification=verification, rules_origin=rules_origin, against=against,
                         fixes=fixes)
 
 

@@ -34,6 +34,7 @@ class ReportRun:
         self.step = step
         self.against = against
         BraxExtractor, SlmExtractor = extractor_classes
+        self.extractor_classes = extractor_classes
         brax_snap, playground_snap = snapshots["brax"], snapshots["playground"]
         slm_snap = snapshots.get(against)
 
@@ -106,7 +107,7 @@ class ReportRun:
                         self.snapshots.values())
 
     def report(self, scope: Scope, *, previous_path: Path | None, verdicts: list | None,
-               linked_at: dict[str, str], results: tuple | None = None
+               linked_at: dict[str, str]
                ) -> tuple[dict[str, str], dict, dict | Path | None]:
         """One scope's report: its texts ({"md": ..., "json": ...}), its model and the report
         it replaces (a model, or the path of one a kept report has not read). ``linked_at``
@@ -122,8 +123,7 @@ class ReportRun:
 
             return scope_key(scope, extraction_calls(self.brax, self.slm, [scope], self.variant), self.snapshots,
                              variant=self.variant, spec=settings.spec, rules=settings.rules,
-                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path,
-                             results=None if results is None else [r.identity() if r else None for r in results])
+                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path)
 
         key = report_key()
         kept = self.reports.get(key) if key is not None else None
@@ -142,7 +142,7 @@ class ReportRun:
         replaced = read_previous(previous_path) if previous_path else None
         model = generate(self.brax, self.slm, self.table(), scope, variant=self.variant, spec=settings.spec,
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
-                         results=results, brax_reference=self.brax_reference,
+                         brax_reference=self.brax_reference,
                          against=AGAINST.get(self.against),
                          solve_fixes=self.solve_fixes if self.against == "slm" else None)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
@@ -152,6 +152,62 @@ class ReportRun:
         if key is not None:
             self.reports.put(key, texts["md"], texts["json"])
         return texts, model, replaced
+
+    def resolve_slm(self, ref: str) -> Any:
+        """SLM-Lab at another ref of the compared repository (``--results-code``)."""
+        from ..sources.worktree import resolve_ref
+
+        return resolve_ref(self.snapshots["slm"].repository, ref)
+
+    def other_at(self, snapshot: Any, frames: int | None) -> Any:
+        """SLM-Lab's extractor at ``snapshot``, with ``-s max_frame=frames`` added to the run's
+        ``--set`` values (the published run's own budget); through the fact cache."""
+        from ..extract.cached import CachedExtractor
+
+        sets = dict(self.set_values)
+        if frames is not None:
+            sets["max_frame"] = str(frames)
+        playground = self.snapshots["playground"]
+        _, SlmExtractor = self.extractor_classes
+
+        def make():
+            return SlmExtractor(snapshot, spec=self.settings.spec, sets=sets, mapping=self.mapping,
+                                playground=playground)
+
+        if self.cache is None:
+            return make()
+        return CachedExtractor(None, "slm", {"slm": snapshot, "playground": playground}, self.cache,
+                               ("variant", "setup"),
+                               identity={"spec": self.settings.spec, "sets": sets, "mapping": self.mapping},
+                               values=("variant_for",), factory=make)
+
+    def results_report(self, scores: Any, targets: Any, code: Any, linked_at: dict[str, str]
+                       ) -> tuple[dict[str, str], dict]:
+        """The cross-family results report (:mod:`brax_diff.report.published`): texts and model."""
+        from ..extract.factcache import cache_root as fact_cache_root
+        from ..sources.permalinks import LinkCache, line_commits
+        from .published import Joiner, join
+        from .render import render_json, render_results_markdown
+
+        made: dict[int | None, Any] = {}
+
+        def other_for(frames: int | None) -> Any:
+            if frames not in made:
+                made[frames] = self.other_at(code, frames)
+            return made[frames]
+
+        self.step("joining the published results with the code that produced them")
+        default = self.set_values.get("max_frame")
+        from ..compare.results import frames_number
+
+        joiner = Joiner(self.brax, other_for, code, compared=self.slm, compared_commit=self.snapshots["slm"].sha,
+                        default_frames=frames_number(default) if default is not None else None)
+        model = join(joiner, self.table(), scores, targets)
+        if self.links is None and self.cache is not None:
+            self.links = LinkCache(fact_cache_root(self.settings.cache_dir))
+        snapshots = {**self.snapshots, "slm": code}
+        model["line_commits"] = line_commits(model, snapshots, linked_at, self.links)
+        return {"md": render_results_markdown(model), "json": render_json(model)}, model
 
     def solve_fixes(self, *, brax: Any, slm: Any, family: str, env: str | None, variant: str) -> dict:
         """`brax-diff fix`'s solver on the scope (the report's Fix column and recommended
