@@ -92,7 +92,9 @@ def test_learner_reads_the_flag_defaults_main_passes_to_ppo_train(repos):
     facts = extractor(repos, "learner").env("BallInCup")
     assert (facts.value("num_envs"), facts.value("unroll_length"), facts.value("learning_rate")) == (256, 10, 5e-4)
     assert (facts.value("episode_length"), facts.value("action_repeat")) == (500, 2)
-    assert facts.value("training_env_steps") == 50_000_000
+    # 50 M asked; one epoch of ceil(5e7 / 1,280) = 39,063 training steps of 1,280 env steps runs.
+    assert facts.value("training_env_steps") == 39_063 * 1_280
+    assert facts.facts["training_env_steps"].declared == 50_000_000
     # Flags left at None add no partial: make_ppo_networks' own defaults stand.
     assert facts.value("value_obs_keys") == "state"
     lines = {(p.path, p.line) for p in facts.facts["num_envs"].provenance}
@@ -204,8 +206,13 @@ def test_train_script_is_the_config_the_script_trains_with_and_its_impl(script_r
     facts = extractor(script_repos, "train-script").env("PandaPickCube")
     params = extractor(script_repos, "params").env("PandaPickCube")
     # The flags that are not given change nothing: the params config, the environment's own length.
-    for key in ("training_env_steps", "episode_length", "unroll_length", "num_envs"):
+    for key in ("episode_length", "unroll_length", "num_envs"):
         assert facts.value(key) == params.value(key), key
+    # The same 5 M asked for; the script's num_evals = 3 splits it into 2 epochs, not 4, so what train()
+    # runs rounds up differently: 2 x 10 reset epochs x ceil(5e6 / (2 * 10 * 512)) = 489 steps of 512.
+    assert facts.facts["training_env_steps"].declared == params.facts["training_env_steps"].declared == 5_000_000
+    assert (facts.value("training_env_steps"), params.value("training_env_steps")) == (2 * 10 * 489 * 512,
+                                                                                       4 * 10 * 245 * 512)
     assert facts.value("episode_length") == 150
     # The script builds the environment with --impl (default jax); the params reference reads its config's.
     assert (facts.value("physics_backend"), params.value("physics_backend")) == ("jax", "warp")

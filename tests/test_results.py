@@ -1,6 +1,6 @@
-"""Published results joined with the environment matrix (`report --results`): both shapes of
-SLM-Lab's BENCHMARKS.md tables, CSV and YAML files, the status rule, the shared-differences
-counts, and the command line over fixture repositories (hand-written tables in upstream's shape)."""
+"""Published results (`report --results`): both shapes of SLM-Lab's BENCHMARKS.md tables, CSV and
+YAML files, the status rule, the budget each row's run had, and the rows not taken. The join and
+its ranking are tests/test_results_join.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ import pytest
 
 from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
-from brax_diff.compare.results import ResultsSource, join, parse_benchmarks, parse_table, status
-from gitfixture import _git, add_commit
-from test_setup import repos  # noqa: F401 (the fixture repositories)
-from upstream_repos import MAPPING_FILE
+from brax_diff.compare.results import frames_number, parse_benchmarks, parse_table, read_benchmarks, read_table, status
 
 # Up to mid-March 2026: algorithm, status, score, target.
 WITH_TARGETS = """
@@ -24,8 +21,10 @@ WITH_TARGETS = """
 | ENV | Algorithm | Status | MA | SPEC_NAME | HF Data | Target (ref) | FPS | Frames | Wall Clock |
 |-----|-----------|--------|-----|-----------|---------|--------------|-----|--------|------------|
 | playground/PandaPickCube | PPO | ✅ | 4586.13 | ppo_playground_loco | [run](https://example.org/a) | 4500 | 9K | 100M | 3h |
-| playground/PandaPickCubeCartesian | PPO | ⚠️ | 10.58* | ppo_playground_manip | [run](https://example.org/b) | ~12 | 9K | 100M | 3h |
+| | SAC | 🔄 | - | sac_playground | - | | - | - | - |
+| playground/PandaPickCubeCartesian | PPO | ⚠️ | 10.58* | ppo_playground_manip | [run_b_2026_03_15](https://example.org/b) | ~12 | 9K | 65M | 3h |
 | playground/PandaOpenCabinet | PPO | ❌ | - | ppo_playground_loco | - | 1,250 | - | - | - |
+| playground/PandaPickCube | PPO | ✅ | 1.0 | ppo_playground_loco | - | 1 | - | - | - |
 
 Other table, not Playground's:
 
@@ -33,8 +32,14 @@ Other table, not Playground's:
 |-----|-----|
 | CartPole-v1 | 499 |
 """
-# Later: the status and target columns dropped.
+# Later: the status and target columns dropped; the budget on the section's Settings line.
 WITHOUT_TARGETS = """
+### Phase 5: Playground
+
+**Settings**: max_frame 100M | num_envs 2048 | max_session 4
+
+#### Phase 5.3: Manipulation
+
 | ENV | MA | SPEC_NAME | HF Data |
 |-----|-----|-----------|---------|
 | playground/PandaPickCube | 4400.0 | ppo_playground_loco | [run](https://example.org/c) |
@@ -79,86 +84,46 @@ def test_status_is_the_ratio_to_the_target_or_the_tables_own_without_one():
     assert status(None, 10.0, "✅") == (None, "unknown")
 
 
-def test_the_shared_differences_count_below_and_at_target_and_apart():
-    cell = {"status": "differs", "severity": "IMPORTANT", "brax": 1, "slm": 2}
-    match = {"status": "match", "severity": None, "brax": 1, "slm": 1}
-    matrix = {"columns": ["critic", "width"],
-              "uniform": [{"key": "eps", "status": "differs", "severity": "MINOR", "brax": 1, "slm": 2}],
-              "incomparable": [{"env": "D", "variant": "v", "why": []}],
-              "rows": [{"env": "A", "cells": {"critic": cell, "width": match}},
-                       {"env": "B", "cells": {"critic": cell, "width": cell}},
-                       {"env": "C", "cells": {"critic": match, "width": cell}},
-                       {"env": "D", "cells": {"critic": cell, "width": match}},
-                       {"env": "E", "cells": {"critic": match, "width": match}}]}
-    scores = ResultsSource("t", {e: r for e, r in parse_table(
-        "env,score,target\nA,1,10\nB,9,10\nC,10,10\nD,1,10\n", "t.csv").items()})
-    joined = join(matrix, scores)
-    assert [(r["env"], r["status"], r["comparable"]) for r in joined["rows"]] == [
-        ("A", "fail", True), ("B", "near", True), ("C", "pass", True), ("D", "fail", False), ("E", "unknown", True)]
-    shared = {s["key"]: s for s in joined["shared"]}
-    assert [s["key"] for s in joined["shared"]] == ["critic", "eps", "width"]  # most separating first
-    assert (shared["critic"]["below"], shared["critic"]["below_of"], shared["critic"]["at"], shared["critic"]["at_of"],
-            shared["critic"]["apart"], shared["critic"]["separation"]) == (2, 2, 0, 1, 1, 1.0)
-    assert shared["width"]["below_envs"] == ["B"] and shared["width"]["separation"] == -0.5
-    assert shared["eps"]["everywhere"] and shared["eps"]["separation"] == 0.0
-    # No environment at target: nothing to separate, and no number that says otherwise.
-    none_at = join(matrix, ResultsSource("t", parse_table("env,score,target\nA,1,10\nB,2,10\n", "t.csv")))
-    assert {s["key"]: s["separation"] for s in none_at["shared"]} == {"critic": None, "eps": None, "width": None}
+def test_each_row_keeps_its_variant_budget_and_run_and_the_rows_not_taken():
+    rows, skipped = read_benchmarks(WITH_TARGETS)
+    cartesian = rows["PandaPickCubeCartesian"]
+    assert (cartesian.variant, cartesian.frames, cartesian.frames_from, cartesian.run, cartesian.algorithm) == (
+        "ppo_playground_manip", 65_000_000, "Frames column", "run_b_2026_03_15", "PPO")
+    assert cartesian.frames_line == cartesian.line  # the row's own cell
+    assert rows["PandaOpenCabinet"].frames is None  # "-" and no Settings line above: no budget
+    # The SAC row continues PandaPickCube's; a second PPO row for it is named, not silently kept.
+    assert [(s.env, s.why) for s in skipped] == [
+        ("PandaPickCube", "algorithm SAC: brax-diff compares PPO"),
+        ("PandaPickCube", f"a second PPO row for PandaPickCube: the first, line {rows['PandaPickCube'].line}, "
+                          "is joined")]
+    assert rows["PandaPickCube"].score == 4586.13  # the first row wins, and says so
+    later, none = read_benchmarks(WITHOUT_TARGETS)
+    settings_line = WITHOUT_TARGETS.splitlines().index("**Settings**: max_frame 100M | num_envs 2048 | max_session 4") + 1
+    assert none == () and {(r.frames, r.frames_from, r.frames_line) for r in later.values()} == {
+        (100_000_000, "Settings line", settings_line)}
+    # A heading of the Settings line's level or above ends its section.
+    assert read_benchmarks(WITHOUT_TARGETS.replace("#### Phase 5.3", "### Phase 6"))[0]["PandaPickCube"].frames is None
 
 
-def flags(repos) -> list[str]:  # noqa: F811
-    return ["--brax-repo", str(repos["brax"]), "--playground-repo", str(repos["playground"]),
-            "--slm-repo", str(repos["slm"]), "--mapping", str(repos["slm"] / MAPPING_FILE)]
+def test_a_documented_command_line_budget_applies_to_its_section():
+    text = ("### Phase 5\n\n```bash\nslm-lab run spec.yaml NAME train -s env=playground/ENV -s max_frame=2e7\n```\n\n"
+            "| ENV | MA | SPEC_NAME |\n|---|---|---|\n| playground/PandaPickCube | 3 | v |\n")
+    row = read_benchmarks(text)[0]["PandaPickCube"]
+    assert (row.frames, row.frames_from, row.variant) == (20_000_000, "-s max_frame", "v")
+    assert read_benchmarks(text.replace("max_frame=2e7", "max_frame=MAX_FRAME"))[0]["PandaPickCube"].frames is None
 
 
-@pytest.fixture()
-def published(repos):  # noqa: F811
-    """BENCHMARKS.md with targets at one commit, without them at the next (on a copy of the SLM-Lab repo)."""
-    slm = repos["slm"]
-    old = add_commit(slm, {"docs/BENCHMARKS.md": WITH_TARGETS}, message="results with targets")
-    add_commit(slm, {"docs/BENCHMARKS.md": WITHOUT_TARGETS}, message="targets dropped")
-    yield old
-    _git(slm, "reset", "-q", "--hard", "HEAD~2")
+def test_frames_as_written():
+    assert [frames_number(t) for t in ("100M", "65M", "1.5B", "2e5", "10e6", "100000000", "1,000", "20k")] == [
+        100_000_000, 65_000_000, 1_500_000_000, 200_000, 10_000_000, 100_000_000, 1000, 20_000]
+    assert [frames_number(t) for t in ("4e6-10e6", "-", "", None, "0", "-5M", "1.5", "abc")] == [None] * 8
 
 
-def test_report_joins_scores_with_targets_from_an_older_ref(repos, published, capsys):  # noqa: F811
-    code = main(["report", *flags(repos), "--family", "manipulation", "--results", "slm", "--targets-ref", published,
-                 "--format", "json", "--output", "-"])
-    assert code == 0, capsys.readouterr().err
-    model = json.loads(capsys.readouterr().out)
-    results = model["results"]
-    assert results["targets"]["label"] == f"SLM-Lab docs/BENCHMARKS.md at {published[:12]}"
-    assert results["scores"]["environments"] == 2
-    assert {r["env"]: (r["score"], r["target"], r["ratio"], r["status"], r["comparable"]) for r in results["rows"]} == {
-        "PandaPickCube": (4400.0, 4500.0, 0.9778, "near", False),  # its episode length differs: counted apart
-        "PandaPickCubeCartesian": (11.0, 12.0, 0.9167, "near", False)}
-    shared = {s["key"]: s for s in results["shared"]}
-    assert shared["episode_length"]["apart"] == 2 and shared["episode_length"]["below_of"] == 0
-    assert shared["episode_length"]["separation"] is None  # both environments counted apart
-
-    main(["report", *flags(repos), "--family", "manipulation", "--results", "slm", "--targets-ref", published,
-          "--format", "md", "--output", "-"])
-    text = capsys.readouterr().out
-    assert "## What the environments below target share" in text and "**Association, not cause**" in text
-    assert "| Environment | Variant | Score | Target | Ratio | Status |" in text
-    assert "| PandaPickCube | ppo_fx_small | 4400.0 | 4500.0 | 0.9778 | near (not comparable) |" in text
-    assert "With 0 comparable environment(s) below target and 0 at it, the counts say little (no separation" in text
-
-
-def test_results_from_a_file_and_bad_input(repos, capsys, tmp_path):  # noqa: F811
-    table = tmp_path / "scores.csv"
-    table.write_text("env,score,target\nPandaPickCube,5000,4500\nPandaPickCubeCartesian,1,12\n")
-    assert main(["report", *flags(repos), "--family", "manipulation", "--results", str(table), "--format", "json",
-                 "--output", "-"]) == 0
-    rows = {r["env"]: r["status"] for r in json.loads(capsys.readouterr().out)["results"]["rows"]}
-    assert rows == {"PandaPickCube": "pass", "PandaPickCubeCartesian": "fail"}
-    for args, message in (
-            (["--targets-ref", "HEAD"], "error: --targets-ref gives the targets of --results; add --results\n"),
-            (["--results", str(tmp_path / "missing.csv")], None),
-            (["--results", "slm"], "error: --results: docs/BENCHMARKS.md not found in SLM-Lab at HEAD\n")):
-        assert main(["report", *flags(repos), "--family", "manipulation", *args, "--output", "-",
-                     "--format", "json"]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and err.count("\n") == 1
-        if message:
-            assert err == message
+def test_a_results_file_names_variants_budgets_and_other_algorithms():
+    rows, skipped = read_table("env,score,target,variant,frames,status,algorithm\n"
+                               "PandaPickCube,10,20,v1,50M,near,PPO\nPandaPickCube,11,20,v1,,,PPO\n"
+                               "PandaOpenCabinet,3,4,,,,SAC\n", "r.csv")
+    assert (rows["PandaPickCube"].variant, rows["PandaPickCube"].frames, rows["PandaPickCube"].symbol) == (
+        "v1", 50_000_000, "⚠️")
+    assert [s.why for s in skipped] == ["row 2: a second row for PandaPickCube: the first is joined",
+                                        "row 3: algorithm SAC: brax-diff compares PPO"]

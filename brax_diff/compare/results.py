@@ -1,17 +1,15 @@
-"""Published per-environment results, joined with the environment matrix.
+"""Published per-environment results: reading them, and what makes a score comparable.
 
 Sources: SLM-Lab's ``docs/BENCHMARKS.md`` (its Playground tables in either shape: ``| ENV |
-Algorithm | Status | MA | SPEC_NAME | HF Data | Target (ref) | ... |`` up to mid-March 2026, then
-``| ENV | MA | SPEC_NAME | HF Data |``), read at a ref; or a plain CSV / YAML file of ``env,
-score, target``. Scores can come from one ref and targets from another (the later tables
-dropped their targets).
+Algorithm | Status | MA | SPEC_NAME | HF Data | Target (ref) | ... | Frames | ... |`` up to mid-March
+2026, then ``| ENV | MA | SPEC_NAME | HF Data |`` under a ``**Settings**: max_frame 100M`` line), read
+at a ref; or a plain CSV / YAML file of ``env, score, target`` (and optionally ``variant``,
+``frames``, ``status``, ``algorithm``). Scores can come from one ref and targets from another (the
+later tables dropped their targets). Each row keeps what produced its score where the table says:
+the variant, the budget and where it is written, the run's data folder. Rows not taken (another
+algorithm, a second row for one environment) are kept with why.
 
-The join answers the question the hand-written comparison was written for: which differences
-do the environments below their target share, that the ones reaching it do not have? Each
-difference is counted over the environments that have it, below target (failing or near) and
-at target (passing); environments whose scores cannot be compared (another episode length or
-action repeat, :func:`brax_diff.report.render.env_matrix`) are counted apart. An association, not a
-cause: the counts say what the failing environments have in common, not what makes them fail.
+The join itself, each row against the code that produced it, is :mod:`brax_diff.report.published`.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import BraxDiffError
 
@@ -246,59 +244,6 @@ def status(score: float | None, target: float | None, symbol: str | None) -> tup
     return None, STATUS_SYMBOLS.get((symbol or "").replace("\ufe0f", "️").strip(), "unknown")
 
 
-def join(matrix: dict, scores: ResultsSource, targets: ResultsSource | None = None) -> dict:
-    """The matrix's environments with their score, target, ratio and status, and for every
-    difference the counts of environments below and at target that have it, most separating first."""
-    incomparable = {row["env"] for row in matrix.get("incomparable", [])}
-    rows = []
-    for row in matrix["rows"]:
-        env = row["env"]
-        got = scores.rows.get(env)
-        target_row = (targets or scores).rows.get(env)
-        score = got.score if got else None
-        target = target_row.target if target_row else None
-        symbol = got.symbol if got and (targets is None or target_row is got) else None
-        ratio, verdict = status(score, target, symbol)
-        rows.append({"env": env, "score": score, "target": target, "ratio": ratio, "status": verdict,
-                     "comparable": env not in incomparable})
-    return {"scores": scores.to_json(), "targets": targets.to_json() if targets else None,
-            "near_fraction": NEAR_FRACTION, "rows": rows, "shared": _shared(matrix, rows)}
-
-
-def _differs(cell: dict | None) -> bool:
-    return cell is not None and cell.get("status") not in ("match", "unknown")
-
-
-def _shared(matrix: dict, rows: list[dict]) -> list[dict]:
-    """Per difference: how many environments below target (fail or near) and at target have it."""
-    below = [r["env"] for r in rows if r["comparable"] and r["status"] in ("fail", "near")]
-    at = [r["env"] for r in rows if r["comparable"] and r["status"] == "pass"]
-    apart = [r["env"] for r in rows if not r["comparable"] and r["status"] != "unknown"]
-    cells = {row["env"]: row["cells"] for row in matrix["rows"]}
-    shared_by_all = {u["key"]: u for u in matrix.get("uniform", [])}
-    keys = list(matrix.get("columns", [])) + [k for k in shared_by_all if k not in matrix.get("columns", [])]
-    out = []
-    for key in keys:
-        def has(env: str) -> bool:
-            return _differs(shared_by_all[key]) if key in shared_by_all else _differs(cells[env].get(key))
-        below_with, at_with = [e for e in below if has(e)], [e for e in at if has(e)]
-        apart_with = [e for e in apart if has(e)]
-        if not below_with and not at_with and not apart_with:
-            continue
-        # With no environment below (or at) target there is nothing to separate: no number.
-        separation = _fraction(below_with, below) - _fraction(at_with, at) if below and at else None
-        out.append({"key": key, "below": len(below_with), "below_of": len(below), "at": len(at_with),
-                    "at_of": len(at), "apart": len(apart_with), "apart_of": len(apart),
-                    "separation": None if separation is None else round(separation, 4),
-                    "below_envs": sorted(below_with),
-                    "at_envs": sorted(at_with), "everywhere": key in shared_by_all})
-    return sorted(out, key=lambda s: (s["separation"] is None, -(s["separation"] or 0), s["everywhere"], s["key"]))
-
-
-def _fraction(part: Iterable, whole: list) -> float:
-    return len(list(part)) / len(whole) if whole else 0.0
-
-
 def _cell(cells: list[str], index: int | None) -> str | None:
     return cells[index] if index is not None and index < len(cells) else None
 
@@ -317,6 +262,26 @@ def _number(value: Any) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
+
+
+# What makes two returns different numbers: how many steps an episode sums. Not action repeat:
+# Brax's EpisodeWrapper counts an episode in underlying steps (each agent step adds action_repeat)
+# and sums every underlying reward, so the return sums as many rewards; the agent controls at
+# another frequency (rule BD036), which changes the task, not the score's scale.
+SCORE_SCALE_KEYS = ("episode_length",)
+
+
+def incomparable_reasons(classified: dict) -> list[dict]:
+    """Why an environment's SLM-Lab return cannot be compared with Brax's (empty when it can):
+    each setup key that sets the return's scale and differs, with both values and its rule."""
+    out = []
+    for key in SCORE_SCALE_KEYS:
+        c = classified.get(key)
+        if c is not None and c.status not in ("match", "unknown"):
+            out.append({"key": key, "brax": c.difference.brax_value, "slm": c.difference.slm_value,
+                        "rule": c.rule})
+    return out
+
 
 
 BENCHMARKS = "docs/BENCHMARKS.md"  # SLM-Lab's published results

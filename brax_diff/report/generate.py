@@ -112,6 +112,15 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
     if previous and not Path(previous).exists():  # a mistyped path would compare with nothing, silently
         raise BraxDiffError(f"--previous {previous}: no such file")
     loaded_verification = read_verification(verification) if verification else None
+    results_files: dict = {}
+    code = None
+    if joined is not None:  # where it goes and what code it reads, before any extraction
+        code = joined[2] if results_code is None else run.resolve_slm(results_code)
+        # Beside the family reports (a directory), or where --family all --output says.
+        results_files = output_files(RESULTS_SCOPE, output, fmt, settings, False)
+        for path in results_files.values():
+            if path is not None and not check:
+                check_writable(path)
     for text in run.extract_ahead(scopes):
         line(text)
 
@@ -139,15 +148,9 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
         results.append(ScopeResult(scope.file_name(variant), model, replaced, files))
     if joined is not None:
         scores, targets_source, holder = joined
-        code = holder if results_code is None else run.resolve_slm(results_code)
         texts, model = run.results_report(scores, targets_source, code, linked_at)
-        # Beside the family reports (a directory), or where --family all --output says.
-        targets = output_files(RESULTS_SCOPE, output, fmt, settings, False)
-        if not check:
-            for path in targets.values():
-                check_writable(path)
-        files = [(path, texts[kind]) for kind, path in sorted(targets.items())]
-        previous_results = next((sibling(p, "json") for _, p in sorted(targets.items()) if p is not None), None)
+        files = [(path, texts[kind]) for kind, path in sorted(results_files.items())]
+        previous_results = next((sibling(p, "json") for _, p in sorted(results_files.items()) if p is not None), None)
         results.append(ResultsReport(RESULTS_SCOPE.name, model, previous_results, files))
     return results
 

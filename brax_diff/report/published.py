@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from ..compare.pairing import compare
 from ..compare.ranking import features, rank
-from ..compare.results import NEAR_FRACTION, Result, ResultsSource, status
+from ..compare.results import NEAR_FRACTION, SCORE_SCALE_KEYS, Result, ResultsSource, incomparable_reasons, status
 from ..compare.rules import classify
 from ..errors import BraxDiffError
 from ..facts.model import Extraction, Fact, Provenance
-from .render import SCORE_SCALE_KEYS, SCHEMA, _incomparable
+from .render import SCHEMA
 
 # SLM-Lab's own status symbols: ⚠️ "Close (>80%)" and ❌ miss the target, ✅ reaches it.
 OWN_MISS = {"pass": False, "near": True, "fail": True}
@@ -138,7 +138,7 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
             sources.setdefault(name, info)
         classified = classify(compare(brax, slm), table, fixes=False, fold=True)
         by_key = {c.key: c for c in classified}
-        why_not = _incomparable(by_key)
+        why_not = incomparable_reasons(by_key)
         cells = _cells(classified)
         target = row.target if row.target is not None else (targets_row.target if targets_row else None)
         ratio, tool = status(row.score, target, None)  # the tool's reading: the score against the target

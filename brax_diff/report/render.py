@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 import brax_diff
 
 from ..compare.pairing import compare, key_order, values_equal
+from ..compare.results import incomparable_reasons
 from ..errors import BraxDiffError, ConfigError
 from ..facts.model import Extraction, Provenance, dumps, format_value, md_cell
 from ..sources.permalinks import permalink
@@ -241,28 +242,9 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
     out_rows = [{"env": row.env, "variant": row.variant,
                  "cells": {k: cell(cs[k]) for k in columns if k in cs}} for row, cs in built]
     incomparable = [{"env": row.env, "variant": row.variant, "why": why}
-                    for row, cs in built if (why := _incomparable(cs))]
+                    for row, cs in built if (why := incomparable_reasons(cs))]
     return {"columns": columns, "uniform": uniform, "matching": matching, "rows": out_rows,
             "incomparable": incomparable}
-
-
-# What makes two returns different numbers: how many steps an episode sums. Not action repeat:
-# Brax's EpisodeWrapper counts an episode in underlying steps (each agent step adds action_repeat)
-# and sums every underlying reward, so the return sums as many rewards; the agent controls at
-# another frequency (rule BD036), which changes the task, not the score's scale.
-SCORE_SCALE_KEYS = ("episode_length",)
-
-
-def _incomparable(classified: dict[str, Classified]) -> list[dict]:
-    """Why an environment's SLM-Lab return cannot be compared with Brax's (empty when it can):
-    each setup key that sets the return's scale and differs, with both values and its rule."""
-    out = []
-    for key in SCORE_SCALE_KEYS:
-        c = classified.get(key)
-        if c is not None and c.status not in ("match", "unknown"):
-            out.append({"key": key, "brax": c.difference.brax_value, "slm": c.difference.slm_value,
-                        "rule": c.rule})
-    return out
 
 
 def _content(model: dict) -> dict:
