@@ -24,19 +24,27 @@ repos=(--brax-repo "$brax_repo" --playground-repo "$playground_repo" --slm-repo 
 #     --arms gap,stand_in --engine batched --output reports/phase5-seed/verify
 seed_verification=reports/phase5-seed/verify/verify.json
 
+# SLM-Lab's spec leaves the run's length to the command line (-s max_frame): the family reports
+# use the budget its docs/BENCHMARKS.md documents for every Playground run (max_frame 100M).
+budget=(--set max_frame=100000000)
 for family in dm_control locomotion manipulation; do
   verification=()
   if [ "$family" = dm_control ] && [ -f "$seed_verification" ]; then
     verification=(--verification "$seed_verification")
   fi
   brax-diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
-    --family "$family" --output "reports/phase5-seed/$family.md" "${verification[@]}"
-  # Today's scores from SLM-Lab's BENCHMARKS.md, with the targets of its last version that had
-  # them (d309f672, 2026-03-18, on feat/mjwarp-phase5-benchmarks).
+    --family "$family" --output "reports/phase5-seed/$family.md" "${budget[@]}" "${verification[@]}"
   brax-diff report "${repos[@]}" --brax main --playground main --slm master \
     --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json" \
-    --results slm --targets-ref d309f672
+    "${budget[@]}"
 done
+
+# Today's published scores (SLM-Lab's BENCHMARKS.md, identical on master and on the branch the runs
+# came from), each joined with the variant its row names at that branch's code (master lacks its
+# batch-guard fix and LinearToMin) and the row's own budget; targets and SLM-Lab's own status from
+# the last version that had them (d309f672, 2026-03-18).
+brax-diff report "${repos[@]}" --brax main --playground main --slm master --family all \
+  --results slm@feat/mjwarp-phase5-benchmarks --targets-ref d309f672 --output reports/upstream/results.md
 
 # RSL-RL, Playground's other trainer for locomotion and manipulation, against Brax at today's
 # upstream (rsl-rl-lib at its default ref, the newest release train_rsl_rl.py's API matches).

@@ -171,3 +171,20 @@ def test_results_options_are_checked_before_any_work(repos, published, capsys): 
             (["--results-code", "HEAD"], "error: --results-code names the code --results came from; add --results\n")):
         assert main(["report", *flags(repos), *args, "--output", "-", "--format", "json"]) == 2
         assert capsys.readouterr().err == message
+
+
+def test_the_chance_of_a_split_is_fishers_exact_test_held_over_every_difference():
+    from scipy.stats import fisher_exact
+
+    from brax_diff.compare.ranking import adjusted, enrichment_p, tarone
+
+    # 10 of 14 missing and 12 of 36 passing environments carry it: scipy's one-sided test agrees.
+    expected = fisher_exact([[10, 4], [12, 24]], alternative="greater")[1]
+    assert enrichment_p(10, 14, 22, 50) == pytest.approx(expected, rel=1e-12)
+    assert enrichment_p(0, 14, 50, 50) == 1.0 and enrichment_p(14, 14, 50, 50) == 1.0  # carried by all: never
+    # Tarone: tests that cannot reach the level (carried by every environment) do not dilute the others.
+    assert tarone([1.0, 1.0, 1.0, 0.001]) == 1
+    assert tarone([0.001] * 3 + [1.0]) == 3
+    entries = [{"p": 0.004, "min_p": 0.0001}, {"p": 0.5, "min_p": 0.0001}, {"p": 1.0, "min_p": 1.0}]
+    adjusted(entries)
+    assert [(e["p_adjusted"], e["tests"]) for e in entries] == [(0.008, 2), (1.0, 2), (None, 2)]

@@ -164,7 +164,9 @@ def results_lines(model: dict) -> list[str]:
     """The results report in a few lines: who misses, and the three most separating differences."""
     ranking = model["ranking"]
     judged = len(ranking["missing"]) + len(ranking["passing"])
-    lines = [f"results: {len(ranking['missing'])} of {judged} environments miss their target; "
+    unranked = [r["env"] for r in model["rows"] if r["miss"] and not r["trains"]]
+    lines = [f"results: {len(ranking['missing']) + len(unranked)} of {judged + len(unranked)} environments miss "
+             f"their target ({len(unranked)} not ranked: their variant cannot train at the results' code); "
              f"{len(model['unjoined'])} row(s) not joined"]
     for single in [s for s in ranking["singles"] if s["separation"] is not None][:3]:
         lines.append(f"  {single['id']}: {single['missing']} of {single['missing_of']} missing, "

@@ -6,7 +6,10 @@ Each environment's classified differences (one cell per key: both values, status
 values (``truncation`` Brax ``bootstrap``, SLM-Lab ``terminal``). A match, an unknown or a
 difference no rule classifies is no feature. :func:`rank` counts, per feature and per pair of
 features, the environments that miss and that pass which carry it, and sorts by separation
-(the share of missing environments with it minus the share of passing ones).
+(the share of missing environments with it minus the share of passing ones), with a one-sided
+Fisher exact p of carrying it that often by chance, adjusted over every single (Bonferroni over
+Tarone's count of the singles that could reach the level at all; pairs are picked after looking at
+the singles: their p is not adjusted, exploratory).
 
 An environment whose score is not comparable (another episode length) still counts, for every
 key but the ones that make it incomparable. An association, not a cause: a feature the missing
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 from itertools import combinations
+from math import comb
 from typing import Any, Iterable
 
 from .severity import SEVERITIES
@@ -62,10 +66,47 @@ def _separation(miss_with: int, miss_of: int, pass_with: int, pass_of: int) -> f
 def _entry(base: dict, carriers: set[str], missing: list[str], passing: list[str]) -> dict:
     miss_with = sorted(e for e in missing if e in carriers)
     pass_with = sorted(e for e in passing if e in carriers)
+    carrying, total = len(miss_with) + len(pass_with), len(missing) + len(passing)
+    p = enrichment_p(len(miss_with), len(missing), carrying, total)
+    best = enrichment_p(min(carrying, len(missing)), len(missing), carrying, total)  # all carriers missing
     return {**base, "missing": len(miss_with), "missing_of": len(missing), "passing": len(pass_with),
             "passing_of": len(passing),
             "separation": _separation(len(miss_with), len(missing), len(pass_with), len(passing)),
-            "missing_envs": miss_with, "passing_envs": pass_with}
+            "p": round(p, 6), "min_p": best, "missing_envs": miss_with, "passing_envs": pass_with}
+
+
+def enrichment_p(carrying_missing: int, missing: int, carrying: int, total: int) -> float:
+    """One-sided Fisher exact test: the chance that ``missing`` environments drawn at random from
+    ``total`` include ``carrying_missing`` or more of the ``carrying`` ones (hypergeometric tail)."""
+    if total <= 0 or missing <= 0:
+        return 1.0
+    whole = comb(total, missing)
+    tail = sum(comb(carrying, x) * comb(total - carrying, missing - x)
+               for x in range(carrying_missing, min(carrying, missing) + 1))
+    return min(1.0, tail / whole)
+
+
+LEVEL = 0.05
+
+
+def tarone(min_ps: list[float], level: float = LEVEL) -> int:
+    """Tarone's count for discrete tests: the smallest k such that at most k of the tests can reach
+    ``level / k`` at all (a difference every environment carries never can). Bonferroni over those
+    k holds the family-wise error rate over every test, as over all of them, with more power."""
+    for k in range(1, len(min_ps) + 1):
+        if sum(1 for p in min_ps if p <= level / k) <= k:
+            return k
+    return max(len(min_ps), 1)
+
+
+def adjusted(entries: list[dict], level: float = LEVEL) -> None:
+    """``p_adjusted`` on each entry: its p times Tarone's k where it can reach ``level / k``, else
+    None (it cannot be told from chance with these environments, whatever the split)."""
+    min_ps = [e["min_p"] for e in entries]
+    k = tarone(min_ps, level)
+    for e in entries:
+        e["p_adjusted"] = round(min(1.0, e["p"] * k), 6) if e["min_p"] <= level / k else None
+        e["tests"] = k
 
 
 def _order(entry: dict) -> tuple:
@@ -92,6 +133,11 @@ def rank(envs: list[dict]) -> dict:
                                                 SEVERITIES.index(f["severity"]) < SEVERITIES.index(seen["severity"])):
                 seen["severity"] = f["severity"]
     singles = sorted((_entry(described[fid], carriers[fid], missing, passing) for fid in carriers), key=_order)
+    # Every single is a test of "the missing environments carry it more often than chance", held
+    # together (Tarone's Bonferroni); min_p is what the split could give at best, not a result.
+    adjusted(singles)
+    for single in singles:
+        single["min_p"] = round(single["min_p"], 6)
     candidates = [s for s in singles if s["missing"] >= 2][:PAIR_CANDIDATES]
     pairs = []
     for a, b in combinations(candidates, 2):

@@ -22,7 +22,7 @@ from ..compare.ranking import features, rank
 from ..compare.results import NEAR_FRACTION, SCORE_SCALE_KEYS, Result, ResultsSource, incomparable_reasons, status
 from ..compare.rules import classify
 from ..errors import BraxDiffError
-from ..facts.model import Extraction, Fact, Provenance
+from ..facts.model import Provenance
 from .render import SCHEMA
 
 # SLM-Lab's own status symbols: ⚠️ "Close (>80%)" and ❌ miss the target, ✅ reaches it.
@@ -75,24 +75,6 @@ def _budget(row: Result, targets_row: Result | None, default: int | None) -> tup
     return None, None, None, "none"
 
 
-def _in_brax_units(slm: Extraction, frames: int | None) -> Extraction:
-    """SLM-Lab's run length in env steps with action repeat: its frames are agent steps, each
-    ``action_repeat`` underlying steps (Brax counts those)."""
-    fact = slm.facts.get("training_env_steps")
-    repeat = slm.facts.get("action_repeat")
-    if fact is None or fact.is_unknown or frames is None:
-        return slm
-    if repeat is None or repeat.is_unknown or not isinstance(repeat.value, int):
-        converted = Fact("training_env_steps", None, fact.provenance,
-                         unknown="training_env_steps: max_frame counts agent steps and the action repeat is unknown")
-    else:
-        converted = Fact("training_env_steps", fact.value * repeat.value, fact.provenance + repeat.provenance,
-                         f"max_frame {fact.value:,} frames (agent steps) x action_repeat {repeat.value}")
-    out = Extraction(slm.side, dict(slm.sources), dict(slm.scope), dict(slm.facts), list(slm.findings))
-    out.facts["training_env_steps"] = converted
-    return out
-
-
 def _line(source: ResultsSource | None, line: int | None) -> dict | None:
     if source is None or line is None or source.repo is None or source.commit is None or source.path is None:
         return None
@@ -132,7 +114,6 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
         except BraxDiffError as exc:
             unjoined.append({"env": env, "line": row.line, "why": f"{variant} cannot be read there: {exc}"})
             continue
-        slm = _in_brax_units(slm, frames)
         brax = joiner.brax.env(env)
         for name, info in {**brax.sources, **slm.sources}.items():
             sources.setdefault(name, info)
@@ -167,7 +148,8 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
             "cells": {k: c for k, c in cells.items() if c["status"] != "match"},
         })
         excluded = [w["key"] for w in why_not]
-        ranked.append({"env": env, "miss": miss, "features": features(cells, excluded)})
+        # A variant that cannot train at this code did not make the score: its facts rank nothing.
+        ranked.append({"env": env, "miss": miss if ok else None, "features": features(cells, excluded)})
     ranking = rank(ranked)
     order = [name for name in ("brax", "playground", "slm") if name in sources] + sorted(
         set(sources) - {"brax", "playground", "slm"})

@@ -172,7 +172,26 @@ class SlmExtractor:
             extraction.sources["playground"] = self.playground.info()
         run = SlmRun(self.snapshot, spec, f"playground/{env}", libraries)
         SetupFacts(self.snapshot, run, env, extraction, knows_playground=libraries is not None).build()
+        self._run_length(spec, extraction)
         return extraction
+
+    def _run_length(self, spec: ResolvedSpec, extraction: Extraction) -> None:
+        """``training_env_steps`` in Brax's unit for this environment: ``env.max_frame`` counts the
+        vector env's frames, one per agent step, each ``action_repeat`` underlying steps. A
+        ``max_frame`` that is no run length leaves the variant's own fact (an explained unknown)."""
+        value = spec.get("env.max_frame")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or value != int(value):
+            return
+        line = spec.line("env.max_frame")
+        at = (self.snapshot.where(spec.path, line),) if line is not None else ()
+        repeat = extraction.facts.get("action_repeat")
+        if repeat is None or repeat.is_unknown or not isinstance(repeat.value, int):
+            extraction.add(Fact("training_env_steps", None, at, unknown="training_env_steps: max_frame counts agent "
+                                "steps, and this environment's action repeat is unknown"))
+            return
+        extraction.add(Fact("training_env_steps", int(value) * repeat.value, (*at, *repeat.provenance),
+                            f"max_frame {int(value):,} frames (agent steps) x action_repeat {repeat.value}: env "
+                            "steps as Brax counts them"))
 
     def run_env_name(self, variant: str, spec: ResolvedSpec) -> str | None:
         """The env a run builds when ``${env}`` is unset: the variant's first mapped env."""
