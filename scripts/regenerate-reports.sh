@@ -34,9 +34,11 @@ for family in dm_control locomotion manipulation; do
   fi
   brax-diff report "${repos[@]}" --brax 2b109a0 --playground 5a1eaa0 --slm '6eb08fe9^' \
     --family "$family" --output "reports/phase5-seed/$family.md" "${budget[@]}" "${verification[@]}"
+  # Each recommended spec edit says what SLM-Lab's own history did with it; master squash-merged the
+  # branch the Phase 5 work happened on, so its history is read there.
   brax-diff report "${repos[@]}" --brax main --playground main --slm master \
     --family "$family" --output "reports/upstream/$family.md" --previous "reports/phase5-seed/$family.json" \
-    "${budget[@]}"
+    "${budget[@]}" --history-ref feat/mjwarp-phase5-benchmarks
 done
 
 # Today's published scores (SLM-Lab's BENCHMARKS.md, identical on master and on the branch the runs

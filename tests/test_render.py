@@ -297,12 +297,19 @@ def test_incomplete_family_config_sends_the_reader_to_the_matrix():
                        "mujoco_playground/config/manipulation_params.py", 120)
     brax.find(Finding("base_config_incomplete", "INFO", "brax_ppo_config raises for envs that match no branch",
                       (where,)))
-    text = render_markdown(model(brax=brax))
+    matrix = {"columns": ["discount"], "uniform": [], "matching": [], "incomparable": [],
+              "rows": [{"env": "A", "variant": SCOPE["variant"], "cells": {}},
+                       {"env": "B", "variant": "other_variant", "cells": {}}]}
+    text = render_markdown(model(brax=brax, matrix=matrix))
     header = text[:text.index("| Source |")]
-    assert "> **Read the per-environment matrix for this family.** brax_ppo_config raises" in header
-    assert "([mujoco_playground/config/manipulation_params.py#L120][google-deepmind/mujoco_playground/" in header
+    assert "> **What the family trains with.** Brax's values below are what its environments train with, not its " \
+           "base config (brax_ppo_config raises for envs that match no branch" in header
+    assert ", [mujoco_playground/config/manipulation_params.py#L120][google-deepmind/mujoco_playground/" in header
+    assert "1 key(s) take different values across the 2 environments; each environment's are in the matrix: " \
+           "`discount`." in header
+    assert f"1 of 2 environments train with `{SCOPE['variant']}`; the others with `other_variant`." in header
     assert f"]: {where.url}\n" in text
-    assert "Read the per-environment matrix" not in render_markdown(model())
+    assert "What the family trains with" not in render_markdown(model())  # an environment's report
 
 
 def test_long_floats_print_short_in_markdown_and_whole_in_json():

@@ -33,6 +33,8 @@ def register(app) -> None:
     command.option("env", "--env", help="One registered environment instead of a family.")
     command.option("variant", "--variant", help="The SLM-Lab variant to start from (default: the mapped one).")
     command.option("phase", "--phase", type=integer, help="Only phase N of the report's recommended order.")
+    command.option("history_ref", "--history-ref", help="With --phase: the SLM-Lab ref whose spec history the "
+                   "report read (its --history-ref), so that the phases are numbered alike.")
     command.option("keys", "--keys", help="Only the fixes of these canonical keys: K,K,...")
     command.option("alternative", "--alternative", repeat=True, help="A rule's other way to fix "
                    "(e.g. more-envs for BD001; repeatable).")
@@ -58,7 +60,7 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
                 alternative: list[str] | None = None, name: str | None = None, output: Path | None = None,
                 in_place: bool = False, diff: bool = False, explain: str | None = None,
                 sets: list[str] | None = None, rules: str | None = None, mapping: str | None = None,
-                fmt: str = "md", quiet: bool = False) -> None:
+                fmt: str = "md", quiet: bool = False, history_ref: str | None = None) -> None:
     """Write the SLM-Lab spec variant that applies the fixes (all, one --phase, or --keys) and
     print the residual: what still differs, and why."""
     from ..config import load_settings
@@ -116,8 +118,19 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
         if target is not None and git_blob_id(target.read_bytes()) != git_blob_id(inputs.document.text.encode()):
             raise FixError(f"{target} differs on disk from {settings.slm_ref}; --in-place edits the file as it is: "
                            "use --slm WORKTREE")
+        tried = None
+        if phase is not None:  # numbered as the report numbers it: tried-and-reverted edits go last
+            from ..history.spec_keys import SpecHistory
+
+            history_sha = resolve_ref(snapshots["slm"].repository, history_ref).sha if history_ref else \
+                snapshots["slm"].sha
+            history = SpecHistory(snapshots["slm"].repository, history_sha, settings.spec, parse_sets(sets))
+
+            def tried(spec_key, value):
+                return history.tried(inputs.variant, spec_key, value)
         scope = choose_scope(inputs.before(table), table, phase=phase, keys=key_list,
-                             alternatives=alternative or [])
+                             alternatives=alternative or [],
+                             order=inputs.report_order(table) if phase is not None else None, tried=tried)
         if explain is not None:
             model = explain_key(inputs, table, scope, explain, story.step)
             sys.stdout.write(render_json(model) if fmt == "json" else render_explain(model))

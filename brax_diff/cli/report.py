@@ -65,6 +65,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    fail_on: str | None = None, strict: bool = False, verification: str | None = None,
                    no_cache: bool = False, verify: bool = False, quiet: bool = False,
                    results: str | None = None, targets_ref: str | None = None, results_code: str | None = None,
+                   history_ref: str | None = None,
                    brax_reference: str | None = None, against: str | None = None, rsl_rl: str | None = None,
                    rsl_rl_repo: str | None = None) -> None:
     """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
@@ -122,7 +123,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                                user_mapping(settings.mapping), family=family, env=env, variant=variant, fmt=fmt,
                                output=output, previous=previous, verification=verification,
                                verify_scope=verify_scope, no_cache=no_cache, check=check, results=results,
-                               targets_ref=targets_ref, results_code=results_code, brax_reference=brax_reference or "params", against=other,
+                               targets_ref=targets_ref, results_code=results_code, history_ref=history_ref, brax_reference=brax_reference or "params", against=other,
                                step=story.step, line=story.line)
     for line in head_warnings(snapshots):
         story.warn(line)
@@ -253,6 +254,9 @@ def register(app) -> None:
                    "(env,score,target[,variant,frames,status,algorithm]) or .yaml file.")
     command.option("results_code", "--results-code", help="The SLM-Lab ref the --results runs trained with "
                    "(default: the ref the results file is read at).")
+    command.option("history_ref", "--history-ref", help="Search this SLM-Lab ref's history of the spec for "
+                   "what each recommended edit was before (default: the compared commit's ancestry; a squash "
+                   "merge hides the branch it came from).")
     command.option("targets_ref", "--targets-ref", help="Take the targets of --results from SLM-Lab's "
                    "docs/BENCHMARKS.md at this ref (later versions dropped them).")
     command.option("verification", "--verification", help="A verify.json from `brax-diff verify`: its verdicts "

@@ -998,11 +998,14 @@ def recommended_order(classified: Iterable[Classified]) -> list[Classified]:
                                         position[id(c)]))
 
 
-def recommended_steps(classified: list[Classified], outcomes: dict[str, dict] | None = None) -> list[dict]:
+def recommended_steps(classified: list[Classified], outcomes: dict[str, dict] | None = None,
+                      tried: Callable[[str, Any], dict | None] | None = None) -> list[dict]:
     """The recommended order: one step per distinct fix, by severity then risk (low-risk
     first within a severity, as the reference report orders its phases); `fix --phase N`
     numbers them the same. ``outcomes`` (key -> :func:`fix_outcome`): each step lists its
-    keys' outcomes, keys with the same outcome together."""
+    keys' outcomes, keys with the same outcome together. ``tried(spec key, value)``: SLM-Lab's
+    own history of a spec edit (:class:`brax_diff.history.spec_keys.SpecHistory`); a step whose
+    rule sets a value the spec had and changed away from goes after the others of its severity."""
     steps: list[dict] = []
     index: dict[tuple, dict] = {}
     for c in recommended_order(classified):
@@ -1023,7 +1026,24 @@ def recommended_steps(classified: list[Classified], outcomes: dict[str, dict] | 
                 ident = json.dumps(outcome, sort_keys=True)
                 groups.setdefault(ident, {"keys": [], "outcome": outcome})["keys"].append(key)
             step["outcomes"] = list(groups.values())
-    return steps
+    if tried is None:
+        return steps
+    for step in steps:
+        edits = []
+        if step["fix"] and step["fix"].get("spec") and "value" in step["fix"]:
+            edits.append((step["fix"]["spec"], step["fix"]["value"]))
+        for group in step.get("outcomes", []):
+            for edit in (group["outcome"] or {}).get("edits", []):
+                edits.append((edit["spec"], edit["value"]))
+        records = []
+        for spec, value in edits:
+            record = tried(spec, value)
+            if record is not None and record not in records:
+                records.append(record)
+        step["tried"] = records
+        step["demoted"] = bool(step["fix"] and step["fix"].get("spec") and "value" in step["fix"]
+                               and tried(step["fix"]["spec"], step["fix"]["value"]) is not None)
+    return sorted(steps, key=lambda st: (severity_rank(st["severity"]), st["demoted"]))
 
 
 __all__ = [

@@ -138,21 +138,25 @@ def _writable(c: Classified) -> str | None:
 
 
 def choose_scope(before: list[Classified], table: RuleTable, *, phase: int | None = None,
-                 keys: Iterable[str] | None = None, alternatives: Iterable[str] = ()) -> FixScope:
+                 keys: Iterable[str] | None = None, alternatives: Iterable[str] = (),
+                 order: list[Classified] | None = None,
+                 tried: Callable[[str, Any], dict | None] | None = None) -> FixScope:
     """The scope the flags ask for; a FixError for an unknown phase or key, a phase or key
     whose fix is a code change, a key that is unknown or already matches, an unknown
-    alternative."""
+    alternative. ``order``: the classification the report numbers its recommended order from
+    (:meth:`FixInputs.report_order`), so that ``--phase N`` is the report's step N."""
     keys = list(keys) if keys is not None else None
     if phase is not None and keys is not None:
         raise FixError("--phase and --keys exclude each other")
     by_key = {c.key: c for c in before}
     if phase is not None:
-        steps = recommended_steps(before)
+        numbered = order if order is not None else before
+        steps = recommended_steps(numbered, tried=tried)
         if not 1 <= phase <= len(steps):
             raise FixError(f"unknown phase {phase}: the recommended order has {len(steps)} phase(s), 1-{len(steps)}"
                            if steps else f"unknown phase {phase}: nothing differs, so there are no phases")
         step = steps[phase - 1]
-        why = _writable(by_key[step["keys"][0]])
+        why = _writable(by_key.get(step["keys"][0]) or {c.key: c for c in numbered}[step["keys"][0]])
         if why is not None:
             raise FixError(f"phase {phase} ({step['rule']} {step['rule_name']}, {', '.join(step['keys'])}): {why}")
         scope = FixScope(f"phase {phase} of the recommended order ({step['rule']} {step['rule_name']})",
@@ -967,9 +971,20 @@ class FixInputs:
     context: dict
     header: list[str]  # the comment above the variant; "{fixes}" is replaced by the scope's label
     reextract: Callable[[Any, str], Extraction]  # (snapshot, spec text or None) -> the written variant
+    # For an environment: the variant with the setup its env builder makes (the report's row values).
+    setup: Callable[[], Extraction] | None = None
 
     def before(self, table: RuleTable) -> list[Classified]:
         return _classified(self.brax, self.slm_before, table)
+
+    def report_order(self, table: RuleTable) -> list[Classified]:
+        """What the report's recommended order is numbered from: its rows (one difference, one
+        row), over the keys its scope compares (a family: the keys it decides; an env: all)."""
+        if self.context.get("env"):
+            slm = self.slm_before.with_setup(self.setup()) if self.setup is not None else self.slm_before
+            return classify(compare(self.brax, slm), table, fold=True)
+        return classify(compare(self.brax, self.slm_before, [k for k in KEYS if k not in PER_ENVIRONMENT]), table,
+                        fold=True)
 
     def solve(self, table: RuleTable, scope: FixScope) -> Solution:
         header = [line.replace("{fixes}", scope.label) for line in self.header]
@@ -1004,7 +1019,11 @@ def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *,
     else:
         if family not in brax_extractor.families():
             raise FixError(f"unknown family {family!r} (families: {', '.join(brax_extractor.families())})")
-        brax = brax if brax is not None else brax_extractor.family(family)
+        if brax is None:  # what the family's environments train with, not its base config
+            from ..facts.family import as_trained
+
+            brax = as_trained(brax_extractor.family(family),
+                              {e: brax_extractor.env(e) for e in brax_extractor.environments(family)})
     base = slm_extractor_class(slm_snapshot, spec=spec, sets=sets, mapping=mapping)
     chosen = variant or base.variant_for(family=family, env=env)
     if chosen not in base.variants():
@@ -1034,8 +1053,13 @@ def prepare(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *,
     header = [f"{name}: {chosen} with {{fixes}} ({env or family}; {shas}).",
               "Each key it sets names its rule and the Brax line it follows (brax-diff fix)."]
     context = {"family": family, "env": env, "spec": spec, "sources": sources}
+    setup = None
+    if env and hasattr(slm_extractor_class, "setup"):
+        def setup() -> Extraction:
+            return slm_extractor_class(slm_snapshot, spec=spec, sets=sets, mapping=mapping,
+                                       playground=getattr(brax_extractor, "playground", None)).setup(chosen, env)
     return FixInputs(brax, slm_before, document, chosen, name, lambda text: reextract(slm_snapshot, text), context,
-                     header, reextract)
+                     header, reextract, setup)
 
 
 def written_variant(brax_extractor: Any, slm_extractor_class: Any, slm_snapshot: Any, *, spec: str,

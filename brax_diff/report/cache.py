@@ -75,7 +75,7 @@ def report_key(inputs: dict[str, Any]) -> str:
 
 def scope_key(scope: Any, calls: list, snapshots: dict, *, variant: str | None, spec: str, rules: str | None,
               rules_origin: str, verdicts: dict | None, previous_path: Path | None,
-              results: list | None = None) -> str | None:
+              history: str | None = None) -> str | None:
     """The key of a scope's report (a :class:`~brax_diff.facts.scope.Scope`) made from ``calls``
     (:func:`brax_diff.facts.scope.extraction_calls`, through the fact cache) at ``snapshots``, with
     the flags that shape it; None when the report cannot be kept: it reads a work tree, or
@@ -102,7 +102,7 @@ def scope_key(scope: Any, calls: list, snapshots: dict, *, variant: str | None, 
         "snapshots": {side: [s.repository.web_url, s.sha, s.ref, s.date] for side, s in sorted(snapshots.items())},
         "rules": [rules_origin, rules_file], "previous": previous,
         "verification": None if verdicts is None else dumps(verdicts),
-        "results": results,
+        "history": history,  # --history-ref's commit (the spec's history read for each recommendation)
     })
 
 

@@ -74,7 +74,8 @@ class ScopeResult:
 
 def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, set_values: dict, mapping, *,
                  family, env, variant, fmt, output, previous, verification, verify_scope=None,
-                 no_cache, check, results=None, targets_ref=None, results_code=None, brax_reference="params",
+                 no_cache, check, results=None, targets_ref=None, results_code=None, history_ref=None,
+                 brax_reference="params",
                  against="slm",
                  step: Callable[[str], None] = lambda text: None,
                  line: Callable[[str], None] = lambda text: None) -> list[ScopeResult]:
@@ -103,9 +104,11 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
         raise BraxDiffError("--verification and --verify exclude each other")
     if against != "slm" and output is None:  # beside SLM-Lab's reports, never over them
         output = str(Path(settings.reports_dir) / against.replace("_", "-"))
+    if history_ref and against != "slm":
+        raise BraxDiffError("--history-ref reads SLM-Lab's spec history; it cannot be used with --against")
     run = ReportRun(snapshots, settings, table, extractor_classes, set_values, mapping,
                     variant=variant, no_cache=no_cache, step=step, brax_reference=brax_reference,
-                    against=against)
+                    against=against, history_ref=history_ref)
     scopes = [] if family == ALL else run.scopes(family, env)
     if previous and len(scopes) > 1:
         raise BraxDiffError("--previous needs one scope (--family or --env)")

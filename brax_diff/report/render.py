@@ -323,7 +323,9 @@ def changes_since(previous: dict | None, model: dict) -> dict | None:
 def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: dict,
                  matrix: dict | None = None, previous: dict | None = None,
                  verification: dict | None = None, rules_origin: str = "shipped",
-                 against: dict | None = None, fixes: dict | None = None) -> dict:
+                 against: dict | None = None, fixes: dict | None = None,
+                 family_keys: list[str] | None = None,
+                 tried: Callable[[str, Any], dict | None] | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given;
     ``against``: the side compared with Brax when it is not SLM-Lab ({"side", "title", "reads"}):
@@ -331,7 +333,8 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
     of the scope (:func:`brax_diff.fix.solver.report_outcomes`; None: it did not run, and every spec
     edit is labelled unchecked)."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
-    keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
+    keys = family_keys if family_keys is not None else (
+        None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT])
     classified = classify(compare(brax, slm, keys), table, fixes=against is None, fold=True,  # one difference, one row
                           side="slm" if against is None else against["side"])
     outcomes = {c.key: fix_outcome(c, fixes) for c in classified}
@@ -344,9 +347,11 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
         "differences": [{**c.to_json(), "outcome": outcomes[c.key]} for c in classified],
         "summary": _summary(classified),
         "fixes_checked": _fixes_checked(fixes),
-        "recommended": recommended_steps(classified, outcomes),
+        "recommended": recommended_steps(classified, outcomes, tried=tried if against is None else None),
         "findings": _findings(brax, slm),
         "matrix": matrix,
+        # Keys the family's environments set differently (either side): compared in the matrix only.
+        "varying": None if matrix is None else [k for k in matrix["columns"] if k not in PER_ENVIRONMENT],
         "verification": verification,
         "rules": {"origin": rules_origin,
                   "references": {k: v.to_json() for k, v in sorted(table.references.items())}},
@@ -485,7 +490,7 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
              verification: dict | None = None, rules_origin: str = "shipped",
              progress: Callable[[str], None] = lambda text: None,
              brax_reference: str = "params", against: dict | None = None,
-             solve_fixes: Callable[..., dict] | None = None) -> dict:
+             solve_fixes: Callable[..., dict] | None = None, history: Any = None) -> dict:
     """The report model for one scope.
 
     ``solve_fixes(brax=, slm=, family=, env=, variant=)``: runs `brax-diff fix`'s solver
@@ -529,6 +534,9 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
             rows.append(EnvRow(env, brax_extractor.env(env), slm_for(row_variant, env), row_variant))
         matrix = env_matrix(rows, table)
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
+    family_keys = None
+    if matrix is not None:
+        brax, slm, family_keys = trained_with(brax, slm, rows, matrix, chosen)
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec, "brax_reference": brax_reference}
     fixes = None
     if solve_fixes is not None:
@@ -536,7 +544,18 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
         fixes = solve_fixes(brax=brax, slm=slm_variant(chosen), family=family, env=scope.env, variant=chosen)
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
                         verification=verification, rules_origin=rules_origin, against=against,
-                        fixes=fixes)
+                        fixes=fixes, family_keys=family_keys,
+                        tried=None if history is None else (lambda spec, value: history.tried(chosen, spec, value)))
+
+
+def trained_with(brax: Extraction, slm: Extraction, rows: list[EnvRow], matrix: dict, chosen: str
+                 ) -> tuple[Extraction, Extraction, None]:
+    """A family's comparison from what its environments train with: Brax's family config value
+    where an environment trains with it, else the one they all share, else unknown (set per
+    environment: :func:`brax_diff.facts.family.as_trained`)."""
+    from ..facts.family import as_trained
+
+    return as_trained(brax, {r.env: r.brax for r in rows}), slm, None
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",

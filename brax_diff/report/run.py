@@ -23,7 +23,7 @@ class ReportRun:
     def __init__(self, snapshots: dict, settings: Any, table: Callable[[], Any], extractor_classes: tuple,
                  set_values: dict, mapping: dict | None, *, variant: str | None, no_cache: bool,
                  step: Callable[[str], None] = lambda text: None, brax_reference: str = "params",
-                 against: str = "slm") -> None:
+                 against: str = "slm", history_ref: str | None = None) -> None:
         from ..extract.cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor, recall
         from ..extract.factcache import FactCache
         from ..extract.factcache import cache_root as fact_cache_root
@@ -33,6 +33,12 @@ class ReportRun:
         self.set_values, self.mapping = set_values, mapping
         self.step = step
         self.against = against
+        self._history = None
+        self.history_sha = None
+        if history_ref is not None and against == "slm":
+            from ..sources.worktree import resolve_ref
+
+            self.history_sha = resolve_ref(snapshots["slm"].repository, history_ref).sha
         BraxExtractor, SlmExtractor = extractor_classes
         self.extractor_classes = extractor_classes
         brax_snap, playground_snap = snapshots["brax"], snapshots["playground"]
@@ -123,7 +129,8 @@ class ReportRun:
 
             return scope_key(scope, extraction_calls(self.brax, self.slm, [scope], self.variant), self.snapshots,
                              variant=self.variant, spec=settings.spec, rules=settings.rules,
-                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path)
+                             rules_origin=rules_origin, verdicts=verdicts, previous_path=previous_path,
+                             history=self.history_sha)
 
         key = report_key()
         kept = self.reports.get(key) if key is not None else None
@@ -144,7 +151,8 @@ class ReportRun:
                          verification=verdicts, previous=replaced, rules_origin=rules_origin, progress=self.step,
                          brax_reference=self.brax_reference,
                          against=AGAINST.get(self.against),
-                         solve_fixes=self.solve_fixes if self.against == "slm" else None)
+                         solve_fixes=self.solve_fixes if self.against == "slm" else None,
+                         history=self.spec_history() if self.against == "slm" else None)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
         model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
         texts = {"md": render_markdown(model), "json": render_json(model)}
@@ -152,6 +160,17 @@ class ReportRun:
         if key is not None:
             self.reports.put(key, texts["md"], texts["json"])
         return texts, model, replaced
+
+    def spec_history(self) -> Any:
+        """SLM-Lab's history of the spec file (:mod:`brax_diff.history.spec_keys`) over the
+        ancestry of ``--history-ref`` (default: the compared commit)."""
+        if self._history is None:
+            from ..history.spec_keys import SpecHistory
+
+            snapshot = self.snapshots["slm"]
+            self._history = SpecHistory(snapshot.repository, self.history_sha or snapshot.sha, self.settings.spec,
+                                        self.set_values)
+        return self._history
 
     def resolve_slm(self, ref: str) -> Any:
         """SLM-Lab at another ref of the compared repository (``--results-code``)."""
