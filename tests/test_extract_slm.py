@@ -429,6 +429,18 @@ def test_variant_for_env_family_and_fallback(slm_repo):
         ex.variant_for("manipulation")
 
 
+def test_an_env_mapped_to_another_familys_variant_gets_that_variant(slm_repo):
+    """A mapping that names an env under a variant of another family is followed, not ignored;
+    the env's own family still wins where it names the env, and patterns stay within a family."""
+    mapping = {"family_defaults": MAPPING["family_defaults"],
+               "variants": {**MAPPING["variants"], "ppo_fx_rs": {"family": "locomotion", "envs": ["Go1*", "CartpoleBalance"]},
+                            "ppo_fx_big_mb": {"family": "locomotion", "envs": ["Finger*"]}}}
+    ex = extractor(slm_repo, mapping=mapping)
+    assert ex.variant_for("dm_control", "CartpoleBalance") == "ppo_fx_rs"
+    assert ex.variant_for("dm_control", "FingerSpin") == "ppo_fx_small"  # its own family names it
+    assert ex.variant_for("dm_control", "FingerTurnEasy") == "ppo_fx"  # another family's pattern: not taken
+
+
 def test_shipped_mapping_maps_playground_variants():
     mapping = load_mapping()
     assert mapping["variants"]["ppo_playground_fingerspin"] == {"family": "dm_control", "envs": ["FingerSpin"]}

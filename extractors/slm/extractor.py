@@ -124,9 +124,11 @@ class SlmExtractor:
         else the family's default: the first of its candidates this spec defines."""
         present = set(self.variants())
         if env:
-            for exact in (True, False):
+            # The env's family first (exact name before patterns), then a variant of another family
+            # that names the env exactly: a mapping that says so is followed, never ignored.
+            for exact, same_family in ((True, True), (False, True), (True, False)):
                 for name, entry in self.mapping.get("variants", {}).items():
-                    if name not in present or (family and entry.get("family") != family):
+                    if name not in present or (same_family and family and entry.get("family") != family):
                         continue
                     patterns = [str(e) for e in entry.get("envs", [])]
                     if any((p == env) if exact else fnmatch.fnmatchcase(env, p) for p in patterns):
