@@ -10,8 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The pipeline, first to last: a module may import its own stage and the ones above it.
 STAGES = ["brax_diff.errors", "brax_diff.safety", "brax_diff.facts", "brax_diff.sources", "brax_diff.config",
-          "brax_diff.session", "brax_diff.extractors", "brax_diff.extract", "brax_diff.compare", "brax_diff.fix",
-          "brax_diff.report", "brax_diff.history", "brax_diff.verify", "brax_diff.cli"]
+          "brax_diff.session", "brax_diff.extractors", "brax_diff.extract", "brax_diff.history", "brax_diff.compare",
+          "brax_diff.fix", "brax_diff.report", "brax_diff.verify", "brax_diff.cli"]
 
 
 def _module_name(path: Path) -> str:
