@@ -77,6 +77,18 @@ def test_readme_setup_runs_as_written_in_a_fresh_venv(tmp_path):
     clones = sorted(p.name for p in (tmp_path / "cache" / "repos").iterdir() if not p.name.endswith(".lock"))
     assert len(clones) == 3 and all(name.endswith(".git") for name in clones)  # cloned once, into the cache
     assert shutil.which("brax-diff", path=str(venv_dir / "bin")) is not None
+    # The static install plans a verification (without the simulated power, which needs numpy) and
+    # says in one line which extra training needs.
+    plan = in_venv(venv_dir, "brax-diff verify --plan --env BallInCup --seeds 2 --set max_frame=100000", checkout, env)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert plan.stdout.startswith("verify plan: ") and "Traceback" not in plan.stderr
+    assert "power: not simulated (the simulation needs numpy, in the verify extra: pip install 'brax-diff[verify]')" \
+        in plan.stdout
+    train = in_venv(venv_dir, "brax-diff verify --env BallInCup --seeds 2 --set max_frame=100000", checkout, env)
+    errors = [line for line in train.stderr.splitlines() if line.startswith("error: ")]
+    assert train.returncode == 2 and "Traceback" not in train.stderr and len(errors) == 1
+    assert errors[0].startswith("error: training needs the verify extra (") and errors[0].endswith(
+        "pip install 'brax-diff[verify]'; --plan works without it")
 
     # The SLM-Lab line, in a fixture SLM-Lab checkout whose brax-diff.toml points at the fixture upstreams.
     slm_checkout = paths["slm"]

@@ -50,7 +50,8 @@ def extractions_from_repos(settings: Settings, envs: list[str], variant: str | N
 
     snapshots = open_snapshots(settings, ("brax", "playground", "slm"))
     brax_extractor = BraxExtractor(snapshots["brax"], snapshots["playground"])
-    slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets, playground=snapshots["playground"])
+    slm_extractor = SlmExtractor(snapshots["slm"], spec=settings.spec, sets=sets, playground=snapshots["playground"],
+                                 mapping=settings_mapping(settings))
     brax: dict[str, Extraction] = {}
     slm: dict[str, Extraction] = {}
     for env in envs:
@@ -84,4 +85,15 @@ def written_variants(settings: Settings, envs: list[str], variant: str | None = 
     slm_snapshot = snapshots["slm"]
     table = load_rules(settings.rules)
     return {env: written_variant(brax_extractor, SlmExtractor, slm_snapshot, spec=settings.spec, sets=sets,
-                                 mapping=None, env=env, variant=variant, keys=keys, table=table) for env in envs}
+                                 mapping=settings_mapping(settings), env=env, variant=variant, keys=keys, table=table)
+            for env in envs}
+
+
+def settings_mapping(settings: Settings) -> dict | None:
+    """The mapping the settings name (the `mapping` setting or a command's --mapping), as every
+    other command reads it; None: the shipped one. verify read the shipped one whatever was set."""
+    if not getattr(settings, "mapping", None):
+        return None
+    from brax_diff.extractors.mapping import load_mapping
+
+    return load_mapping(settings.mapping)

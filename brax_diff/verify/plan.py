@@ -337,6 +337,11 @@ class Plan:
         """What this seed count can detect, simulated on the verdict's own test (stats.power_table):
         per null shape, the smallest true difference found with 80 % probability at the first
         Holm level of the gap family (three tests)."""
+        import importlib.util
+
+        if importlib.util.find_spec("numpy") is None:  # the static install: the plan, not its power
+            return {"seeds": self.seeds, "detectable": None,
+                    "not_simulated": "the simulation needs numpy, in the verify extra: pip install 'brax-diff[verify]'"}
         from . import stats
 
         level = stats.ALPHA / 3
@@ -409,6 +414,8 @@ class Plan:
 
 def _render_power(power: Mapping[str, Any]) -> str:
     shapes = power["detectable"]
+    if shapes is None and "numpy" in power["not_simulated"]:
+        return f"power: not simulated ({power['not_simulated']})"
     if shapes is None:
         return (f"power: not simulated at {power['seeds']} seeds ({power['not_simulated']}; the simulation's "
                 "time grows with the seeds)")
