@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -91,10 +90,8 @@ def test_rules_file_that_is_a_directory_or_a_fifo(tmp_path, capsys):
     one_error_line(capsys, f"rules file {tmp_path}: cannot read: it is a directory")
     fifo = tmp_path / "rules.fifo"
     os.mkfifo(fifo)
-    started = time.monotonic()
     assert main(["rules", "--rules", str(fifo)]) == 2  # used to wait for a writer for ever
     one_error_line(capsys, "cannot read: not a regular file")
-    assert time.monotonic() - started < 5
 
 
 def test_deeply_nested_rules_and_mapping_are_bounded(tmp_path, capsys):
@@ -116,9 +113,7 @@ def test_alias_bomb_in_a_rules_file_is_refused_fast(tmp_path, capsys):
     bomb.write_text("references:\n  x: {citation: c, url: u}\n  bomb:\n"
                     + "".join(f"    {line}\n" for line in lines)
                     + "rules:\n  - code: BD001\n    severity: [{when: *a9, then: CRITICAL}]\n")
-    started = time.monotonic()
     assert main(["rules", "--rules", str(bomb)]) == 2
-    assert time.monotonic() - started < 5
     one_error_line(capsys, f"rules file {bomb}: line ", "aliases expand past 200000 values (limit)")
 
 

@@ -147,10 +147,8 @@ def test_an_interrupt_here_stops_and_reaps_the_children(tmp_path, monkeypatch):
             time.sleep(0.01)
         raise KeyboardInterrupt
 
-    started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         parallel.run_shares([here, child_share], FactCache(tmp_path / "cache"), [])
-    assert time.monotonic() - started < 10
     child = int(pid_file.read_text())
     with pytest.raises(ChildProcessError):  # reaped: no zombie left
         os.waitpid(child, os.WNOHANG)

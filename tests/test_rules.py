@@ -1,7 +1,6 @@
 import json
 import re
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -384,10 +383,8 @@ def test_a_fix_template_past_a_limit_is_one_error_naming_the_rule_and_line(tmp_p
     from brax_diff.safety.sandbox import TemplateLimit
 
     path = fix_rules(tmp_path, value)
-    started = time.monotonic()
     with pytest.raises(TemplateLimit) as caught:
         classified(rules_file=path)
-    assert time.monotonic() - started < 10
     assert str(caught.value) == f"rules file {path} (line 3): rule BD032: fix.value: {message}"
 
 

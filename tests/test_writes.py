@@ -170,9 +170,6 @@ def test_counts_at_their_limit_are_planned(tmp_path, capsys):
 
 def test_power_is_not_simulated_past_64_seeds_so_a_plan_stays_quick(tmp_path, capsys):
     """At the seed limit (1,000) the power simulation took longer than CI's whole run."""
-    import time
 
-    started = time.perf_counter()
     assert main(["verify", "--plan", *write_pair(tmp_path), "--seeds", "65", "--arms", "gap"]) == 0
-    assert time.perf_counter() - started < 60
     assert "power: not simulated at 65 seeds (more than 64 seeds" in capsys.readouterr().out
