@@ -98,7 +98,8 @@ def _provenance_in(value: Any) -> Iterable[Provenance]:
 
 def link_definitions(text: str, model: dict) -> str:
     """The ``[id]: url`` lines for every line link ``text`` uses, sorted; each at the commit
-    ``model["line_commits"]`` gives its file (see :mod:`brax_diff.sources.permalinks`)."""
+    its provenance names: the last that changed its file (:func:`brax_diff.sources.permalinks.settle`);
+    a model from before that step may still carry ``line_commits``."""
     commits = model.get("line_commits")
     urls = {link_id(p): permalink(p, commits) for p in _provenance_in(model) if not p.uncommitted}
     used = sorted(set(_LINK_REF.findall(text)) & set(urls))
@@ -250,7 +251,19 @@ def env_matrix(rows: Iterable[EnvRow], table: RuleTable) -> dict:
 def _content(model: dict) -> dict:
     """What decides whether two reports say the same: everything but their history and the
     commits their links point at (set after the model is built)."""
-    return {k: v for k, v in model.items() if k not in ("changes", "line_commits")}
+    return {k: _lines_only(v) for k, v in model.items() if k not in ("changes", "line_commits")}
+
+
+def _lines_only(value: Any) -> Any:
+    """``value`` with each provenance entry's commit left out: a line is compared by its file and
+    number (its commit is settled after the model is built: the last that changed the file)."""
+    if isinstance(value, dict):
+        if {"repo", "commit", "path", "line"} <= value.keys():
+            return {k: v for k, v in value.items() if k != "commit"}
+        return {k: _lines_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_lines_only(v) for v in value]
+    return value
 
 
 # Where a report's inputs are, not what they say: commit shas, dates, refs, line links.

@@ -140,7 +140,7 @@ class ReportRun:
             return texts, json.loads(texts["json"]), replaced
 
         from ..extract.factcache import cache_root as fact_cache_root
-        from ..sources.permalinks import LinkCache, line_commits
+        from ..sources.permalinks import LinkCache, line_commits, settle
         from .render import generate, read_previous, render_json, render_markdown
         from ..sources.worktree import refresh_sources
 
@@ -154,7 +154,8 @@ class ReportRun:
                          solve_fixes=self.solve_fixes if self.against == "slm" else None,
                          history=self.spec_history() if self.against == "slm" else None)
         model = refresh_sources(model, self.snapshots)  # what each work tree read differs in
-        model["line_commits"] = line_commits(model, self.snapshots, linked_at, self.links)  # links that outlast moves
+        # Every line at the last commit that changed its file, in the JSON as in the links.
+        settle(model, line_commits(model, self.snapshots, linked_at, self.links))
         texts = {"md": render_markdown(model), "json": render_json(model)}
         key = key or report_key()  # the extractions this run made are in the fact cache now
         if key is not None:
@@ -204,7 +205,7 @@ class ReportRun:
                        ) -> tuple[dict[str, str], dict]:
         """The cross-family results report (:mod:`brax_diff.report.published`): texts and model."""
         from ..extract.factcache import cache_root as fact_cache_root
-        from ..sources.permalinks import LinkCache, line_commits
+        from ..sources.permalinks import LinkCache, line_commits, settle
         from .published import Joiner, join
         from .render import render_json, render_results_markdown
 
@@ -225,7 +226,7 @@ class ReportRun:
         if self.links is None and self.cache is not None:
             self.links = LinkCache(fact_cache_root(self.settings.cache_dir))
         snapshots = {**self.snapshots, "slm": code}
-        model["line_commits"] = line_commits(model, snapshots, linked_at, self.links)
+        settle(model, line_commits(model, snapshots, linked_at, self.links))
         return {"md": render_results_markdown(model), "json": render_json(model)}, model
 
     def solve_fixes(self, *, brax: Any, slm: Any, family: str, env: str | None, variant: str) -> dict:

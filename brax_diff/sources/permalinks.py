@@ -98,11 +98,13 @@ def line_commits(model: dict, snapshots: Mapping[str, Snapshot], known: dict[str
     committed line the model cites from one of ``snapshots``. ``known`` memoises across
     scopes, ``cache`` across runs."""
     known = {} if known is None else known
-    by_source = {(snap.repository.web_url, snap.sha): snap for snap in snapshots.values()}
+    # By repository, not by commit: a fact the cache kept from an earlier commit cites that
+    # commit, and the cache answered only because every blob it read is the same here.
+    by_repo = {snap.repository.web_url: snap for snap in snapshots.values()}
     out = {}
     changed: dict[Path, dict[str, str]] = {}
     for p in _provenance(model):
-        snap = by_source.get((p["repo"], p["commit"]))
+        snap = by_repo.get(p["repo"])
         if snap is None or p.get("uncommitted"):
             continue
         key = file_key(p["repo"], p["commit"], p["path"])
@@ -120,6 +122,15 @@ def line_commits(model: dict, snapshots: Mapping[str, Snapshot], known: dict[str
     for stored_at, stored in changed.items():
         cache.store(stored_at, stored)
     return dict(sorted(out.items()))
+
+
+def settle(model: dict, commits: Mapping[str, str]) -> dict:
+    """Every provenance entry of ``model`` at the commit ``commits`` names for its file (the last
+    that changed it): the JSON then says what the Markdown links say, and neither depends on which
+    commit a cached fact was first read at."""
+    for p in _provenance(model):
+        p["commit"] = commits.get(file_key(p["repo"], p["commit"], p["path"]), p["commit"])
+    return model
 
 
 def permalink(p: Provenance, commits: Mapping[str, str] | None) -> str:
