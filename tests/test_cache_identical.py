@@ -39,3 +39,18 @@ def test_a_commit_that_touches_nothing_read_changes_only_the_source_table(tmp_pa
     with_fresh = report(paths, tmp_path / "fresh", tmp_path / "fresh-cache", monkeypatch)
     assert with_warm == with_fresh  # byte for byte, Markdown and JSON
     assert without_sources(with_warm) == without_sources(before)
+
+
+def test_an_output_file_for_several_families_is_refused_before_any_extraction(tmp_path, monkeypatch, capsys):
+    from brax_diff.report.run import ReportRun
+
+    paths = make_upstreams(tmp_path / "up")
+    monkeypatch.setenv("BRAX_DIFF_CACHE_DIR", str(tmp_path / "cache"))
+
+    def no_work(self, scopes):
+        raise AssertionError("extracted before checking --output")
+
+    monkeypatch.setattr(ReportRun, "extract_ahead", no_work)
+    assert main(["report", *repo_flags(paths), "--output", str(tmp_path / "r.md")]) == 2
+    assert capsys.readouterr().err == (f"error: --output {tmp_path / 'r.md'} is a file; several families need a "
+                                       "directory (or pick --family)\n")

@@ -115,6 +115,8 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
     if previous and not Path(previous).exists():  # a mistyped path would compare with nothing, silently
         raise BraxDiffError(f"--previous {previous}: no such file")
     loaded_verification = read_verification(verification) if verification else None
+    for scope in scopes:  # where every file goes, before any extraction: a wrong --output is one line now
+        output_files(scope, output, fmt, settings, len(scopes) > 1, variant)
     results_files: dict = {}
     code = None
     if joined is not None:  # where it goes and what code it reads, before any extraction
