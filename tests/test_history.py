@@ -557,3 +557,23 @@ def test_a_reversed_range_is_an_error_that_suggests_the_swapped_one(repos, tmp_p
     assert (code, out) == (2, "")
     assert err == (f"error: --brax main..{shas[2]}: the range is empty because {shas[2]} is an ancestor of main; "
                    f"did you mean {shas[2]}..main?\n")
+
+
+def test_a_shallow_clone_says_where_its_history_stops(repos, tmp_path):
+    """In a shallow clone the first commit is where the clone stops, not where the facts began;
+    a ref before it cannot resolve, and the error says why and what to run."""
+    source, _ = repos["brax"]
+    shallow_path = tmp_path / "shallow-brax"
+    _git(tmp_path, "clone", "-q", "--depth", "3", f"file://{source.path}", str(shallow_path))
+    shallow = Repository(shallow_path, "brax")
+    assert len(shallow.shallow_boundary) == 1 and not source.shallow_boundary
+    engine = HistoryEngine({"brax": shallow, "playground": repos["playground"][0]})
+    walk = engine.walk([toy_recipe()], "brax", "HEAD", {"playground": "main"})
+    first = walk.entries[0]
+    assert first.commit.sha in shallow.shallow_boundary
+    assert first.note == ("this clone is shallow and its history stops at this commit: these facts did not appear "
+                          "here, the commits before it are missing (git fetch --unshallow)")
+    assert all(entry.note is None for entry in walk.entries[1:])
+    with pytest.raises(SourceError, match=r"cannot resolve ref 'HEAD~5'.*; this clone is shallow, so older commits "
+                                          r"are not in it: git fetch --unshallow$"):
+        shallow.resolve("HEAD~5")

@@ -27,7 +27,7 @@ import importlib
 import json
 import importlib.util
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -38,6 +38,8 @@ from ..sources.repository import ObjectIds, Repository, Snapshot, open_all, run_
 from ..sources.worktree import resolve_ref
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
+SHALLOW_NOTE = ("this clone is shallow and its history stops at this commit: these facts did not appear here, "
+                "the commits before it are missing (git fetch --unshallow)")
 
 
 # ---------------------------------------------------------------------------------------
@@ -422,7 +424,10 @@ class HistoryEngine:
             state = self.outcome(recipe, {side: first, **others})
             walk.extractions += 1
             touched.add(log[0].sha)
-            entries += self._entry(recipe, log[0], EMPTY, state)
+            first_entries = self._entry(recipe, log[0], EMPTY, state)
+            if log[0].sha in repo.shallow_boundary:  # not where the facts began: where the clone stops
+                first_entries = [replace(e, note=SHALLOW_NOTE) for e in first_entries]
+            entries += first_entries
             last = log[0].sha
         else:
             return entries

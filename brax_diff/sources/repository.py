@@ -417,8 +417,20 @@ class Repository:
             if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
                 return Snapshot(self, sha, ref)
             reason = reason or (done.stderr.strip().splitlines() or [""])[-1].removeprefix("fatal: ")
+        shallow = (Path(self.git_dir) / "shallow").is_file()
         raise SourceError(f"{self.side}: cannot resolve ref {ref!r} in {self.location}"
-                          + (f": {reason}" if reason else ""))
+                          + (f": {reason}" if reason else "")
+                          + ("; this clone is shallow, so older commits are not in it: git fetch --unshallow"
+                             if shallow else ""))
+
+    @property
+    def shallow_boundary(self) -> frozenset[str]:
+        """The commits a shallow clone's history stops at (empty for a full clone): a fact there
+        did not "appear", the history before it is missing."""
+        try:
+            return frozenset((Path(self.git_dir) / "shallow").read_text().split())
+        except OSError:
+            return frozenset()
 
 
 @dataclass
