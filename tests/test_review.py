@@ -232,3 +232,16 @@ def test_an_upstream_commit_touching_no_file_read_changes_only_the_source_row(tm
     # listed in it) in the summary, the recommended order, its topic and the per-environment matrix
     assert body[0].startswith("| Brax | [google/brax]") and len(body) == 5, "\n".join(body)
     assert all("clip_epsilon" in line and "0.22" in line for line in body[1:]), "\n".join(body)
+
+
+def test_a_matrix_move_lands_on_the_matrix_row_not_the_not_comparable_row():
+    from brax_diff.report.review import MATRIX, MATRIX_TABLE, Move, locate
+
+    text = "\n".join(["# r", MATRIX, "", "### 🔴 Scores not comparable", "",
+                      "| Environment | Variant | Why | Rule |", "| --- | --- | --- | --- |",
+                      "| PandaPickCube | v | `episode_length` Brax 150 vs SLM-Lab 1000 | BD035 |", "",
+                      "| Environment | Variant | `num_envs` |", "| --- | --- | --- |", "| PandaPickCube | v | `1` |"])
+    move = Move("matrix", "manipulation", "num_envs", "manipulation / PandaPickCube",
+                rows=((MATRIX_TABLE, "| PandaPickCube |"), (None, "| `num_envs` |")))
+    [located] = locate([move], None, text)
+    assert text.split("\n")[located.line - 1] == "| PandaPickCube | v | `1` |"

@@ -20,6 +20,9 @@ from ..facts.model import Provenance, format_value
 
 SIDES = (("brax", "Brax"), ("slm", "SLM-Lab"))
 FINDINGS, MATRIX = "## Findings", "## Per-environment matrix"  # the report's section headings
+# The matrix table's own header line begins so (the "Scores not comparable" table above it, under the
+# same heading, has the same first two columns: an environment's row there is not its matrix row).
+MATRIX_TABLE = "| Environment | Variant | `"
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ def _matrix_moves(old: dict, new: dict, report: str) -> list[Move]:
     for (key, values, sides, (was, now)), envs in groups.items():
         rows = [(None, f"| `{key}` |")]  # the key's own row, when the matrix of the report on disk lacks it
         if key in shown.get("columns", []):
-            rows.insert(0, (MATRIX, f"| {envs[0]} |"))
+            rows.insert(0, (MATRIX_TABLE, f"| {envs[0]} |"))
         elif key in {u["key"] for u in shown.get("uniform", [])}:
             rows.insert(0, (MATRIX, f"| `{key}` |"))
         out.append(Move("matrix", report, key, f"{family} / {', '.join(envs)}", _from_key(values), _from_key(sides),
@@ -224,7 +227,8 @@ def locate(found: Iterable[Move], path: Path | None, markdown: str) -> list[Move
 
     def line_of(move: Move) -> int:
         for section, row in move.rows:
-            start = 0 if section is None else next((n for n, text in enumerate(lines) if text == section), None)
+            start = 0 if section is None else next((n for n, text in enumerate(lines) if text == section or (
+                section.startswith("| ") and text.startswith(section))), None)
             if start is None:
                 continue
             found_at = next((n for n in range(start, len(lines)) if row in lines[n]), None)
