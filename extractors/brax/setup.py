@@ -9,6 +9,8 @@ environment's config (``impl``). A value a scope does not decide is an explained
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from brax_diff.facts.model import Fact
 
 from .scope import Code, Scope, Setting
@@ -106,18 +108,37 @@ def _training_step(values: dict[str, int]) -> tuple[int, int]:
     return per_step, -(-values["num_timesteps"] // (epochs * per_step * resets))  # ceil, as train() rounds up
 
 
-def _eval_interval(train: Scope) -> Fact:
-    key = "eval_interval_env_steps"
+@dataclass(frozen=True)
+class _Schedule:
+    """How train() splits its run: evaluation epochs of reset epochs of whole training steps."""
+
+    values: dict[str, int]
+    provenance: tuple
+    per_step: int  # env steps of one training step
+    steps_per_epoch: int  # training steps per reset epoch (ceil, as train() rounds up)
+    resets: int  # max(num_resets_per_eval, 1)
+    epochs: int  # max(num_evals - 1, 1)
+
+
+def _schedule(train: Scope, key: str) -> _Schedule | Fact:
     read = _ints(train, key, EVAL_INTERVAL_INPUTS)
     if isinstance(read, Fact):
         return read
     values, provenance = read
     per_step, steps_per_epoch = _training_step(values)
-    resets = max(values["num_resets_per_eval"], 1)
-    epochs = max(values["num_evals"] - 1, 1)
-    return Fact(key, steps_per_epoch * per_step * resets, tuple(sorted(set(provenance))),
-                f"train(): {values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {epochs} epochs of whole "
-                f"training steps ({per_step:,} env steps each, x max(num_resets_per_eval, 1) = {resets})")
+    return _Schedule(values, tuple(sorted(set(provenance))), per_step, steps_per_epoch,
+                     max(values["num_resets_per_eval"], 1), max(values["num_evals"] - 1, 1))
+
+
+def _eval_interval(train: Scope) -> Fact:
+    key = "eval_interval_env_steps"
+    run = _schedule(train, key)
+    if isinstance(run, Fact):
+        return run
+    return Fact(key, run.steps_per_epoch * run.per_step * run.resets, run.provenance,
+                f"train(): {run.values['num_timesteps']:,} env steps in max(num_evals - 1, 1) = {run.epochs} epochs "
+                f"of whole training steps ({run.per_step:,} env steps each, x max(num_resets_per_eval, 1) = "
+                f"{run.resets})")
 
 
 def _training_env_steps(train: Scope) -> Fact:
@@ -126,20 +147,17 @@ def _training_env_steps(train: Scope) -> Fact:
     requested ``num_timesteps`` is kept as ``declared``. At Playground's DM Control config 60 M
     requested run 88,473,600 (9 evaluations of 9,830,400)."""
     key = "training_env_steps"
-    read = _ints(train, key, EVAL_INTERVAL_INPUTS)
-    if isinstance(read, Fact):
-        return read
-    values, provenance = read
-    per_step, steps_per_epoch = _training_step(values)
-    resets = max(values["num_resets_per_eval"], 1)
-    epochs = max(values["num_evals"] - 1, 1)
-    total = epochs * resets * steps_per_epoch * per_step
-    return Fact(key, total, tuple(sorted(set(provenance))),
-                f"train() runs max(num_evals - 1, 1) = {epochs} epochs x max(num_resets_per_eval, 1) = {resets} x "
-                f"{steps_per_epoch:,} training step(s) of {per_step:,} env steps (batch_size x unroll_length x "
-                f"num_minibatches x action_repeat): num_timesteps {values['num_timesteps']:,} rounded up to whole "
-                "training steps; env steps count every action_repeat step",
-                values["num_timesteps"] if values["num_timesteps"] != total else None)
+    run = _schedule(train, key)
+    if isinstance(run, Fact):
+        return run
+    total = run.epochs * run.resets * run.steps_per_epoch * run.per_step
+    requested = run.values["num_timesteps"]
+    return Fact(key, total, run.provenance,
+                f"train() runs max(num_evals - 1, 1) = {run.epochs} epochs x max(num_resets_per_eval, 1) = "
+                f"{run.resets} x {run.steps_per_epoch:,} training step(s) of {run.per_step:,} env steps (batch_size "
+                f"x unroll_length x num_minibatches x action_repeat): num_timesteps {requested:,} rounded up to "
+                "whole training steps; env steps count every action_repeat step",
+                requested if requested != total else None)
 
 
 def _steps_between_resets(train: Scope) -> Fact:
