@@ -341,3 +341,18 @@ def test_a_declared_value_the_code_overrides_is_important_in_its_row_and_in_the_
     assert "| SLM-Lab | WARNING | spec_code_inconsistency |" in findings  # other kinds unchanged
     # Findings sort by severity: the IMPORTANT one before the WARNING.
     assert findings.index("declared_not_effective") < findings.index("spec_code_inconsistency")
+
+
+def test_a_fix_value_that_holds_only_with_the_other_edits_says_so():
+    m = model()
+    key = next(d["key"] for d in m["differences"] if d["severity"])
+    fix = {"spec": "agent.algorithm.minibatch_size", "summary": "set", "text": "Split like Brax.", "value": 131072}
+    outcome = {"kind": "spec", "summary": "set `agent.algorithm.minibatch_size: 2097152`", "moves": [], "where": [],
+               "reason": None, "edits": [{"rule": "BD006", "spec": "agent.algorithm.minibatch_size", "value": 2097152}]}
+    m["recommended"] = [{"severity": "IMPORTANT", "risk": "low", "rule": "BD006", "rule_name": "gradient-steps",
+                         "keys": [key], "fix": fix, "outcomes": [{"keys": [key], "outcome": outcome}]}]
+    text = render_markdown(m)
+    assert ("(`2097152` holds with every spec edit of this list written, as `brax-diff fix` writes them together; "
+            "for this step alone the rule's value is `131072`.)") in text
+    outcome["edits"][0]["value"] = 131072  # the same value alone and together: nothing to say
+    assert "holds with every spec edit" not in render_markdown(m)
