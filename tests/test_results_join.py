@@ -188,3 +188,31 @@ def test_the_chance_of_a_split_is_fishers_exact_test_held_over_every_difference(
     entries = [{"p": 0.004, "min_p": 0.0001}, {"p": 0.5, "min_p": 0.0001}, {"p": 1.0, "min_p": 1.0}]
     adjusted(entries)
     assert [(e["p_adjusted"], e["tests"]) for e in entries] == [(0.008, 2), (1.0, 2), (None, 2)]
+
+
+def test_an_exact_zero_where_every_step_is_clipped_at_zero_is_a_collapse(repos, capsys):  # noqa: F811
+    from test_setup import PICK
+
+    pick_path = "mujoco_playground/_src/manipulation/pick.py"
+    clipped = PICK.replace("class PandaPickCube:\n  pass\n", "class PandaPickCube:\n  def step(self, state, action):\n"
+                           "    reward = jp.clip(sum(state.values()), 0.0, 10000.0)\n    return reward\n")
+    assert clipped != PICK
+    add_commit(repos["playground"], {pick_path: clipped}, message="floor the reward")
+    table = ("| ENV | MA | SPEC_NAME | HF Data |\n|---|---|---|---|\n"
+             "| playground/PandaPickCube | 0.0 | ppo_fx_small | - |\n"
+             "| playground/PandaPickCubeCartesian | 0.0 | ppo_fx | - |\n")
+    add_commit(repos["slm"], {"docs/BENCHMARKS.md": table}, message="zeros")
+    try:
+        model = results(repos, capsys, "--results", "slm")
+        rows = {r["env"]: r for r in model["rows"]}
+        pick, cartesian = rows["PandaPickCube"], rows["PandaPickCubeCartesian"]
+        assert (pick["reward_floor"]["floor"], pick["collapse"]) == (0.0, True)
+        assert pick["reward_floor"]["provenance"][0]["path"] == pick_path
+        # No step of its own to read: unknown, and no collapse is claimed.
+        assert cartesian["collapse"] is False and "is inherited" in cartesian["reward_floor"]["unknown"]
+        assert main(["report", *flags(repos), "--family", "all", "--results", "slm", "--format", "md",
+                     "--output", "-"]) == 0
+        assert "**Collapsed, not under-tuned**: PandaPickCube ([manipulation/pick.py:" in capsys.readouterr().out
+    finally:
+        _git(repos["slm"], "reset", "-q", "--hard", "HEAD~1")
+        _git(repos["playground"], "reset", "-q", "--hard", "HEAD~1")

@@ -40,6 +40,7 @@ class Joiner:
     compared: Any | None = None  # the extractor at --slm, for "the compared ref maps it to another variant"
     compared_commit: str | None = None
     default_frames: int | None = None  # --set max_frame
+    playground: Any | None = None  # Playground's snapshot: each environment's reward floor
 
 
 def _cells(classified) -> dict[str, dict]:
@@ -133,12 +134,20 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
             except BraxDiffError:
                 mapped = None
         budget_line = _line(scores if frames_file == "scores" else targets, frames_line)
+        floor = None
+        if joiner.playground is not None:
+            from brax_diff.extractors.playground.reward_floor import read_floor
+
+            floor = read_floor(joiner.playground, families[env], env)
         rows.append({
             "env": env, "family": families[env], "variant": variant, "variant_from": variant_from,
             "score": row.score, "target": target, "ratio": ratio, "status": tool, "own_status": own,
             "miss": miss, "run": row.run, "line": _line(scores, row.line),
             "comparable": not why_not, "incomparable": why_not,
             "trains": ok, "cannot_train": cannot,
+            # A return of exactly 0 where no step can earn below 0: no scored step earned anything.
+            "reward_floor": floor.to_json() if floor is not None else None,
+            "collapse": bool(floor is not None and floor.floor == 0.0 and row.score == 0.0),
             "compared_variant": mapped if mapped != variant else None,
             "budget": {"slm_frames": frames, "slm_frames_from": frames_from,
                        "slm_frames_line": [budget_line] if budget_line else [],

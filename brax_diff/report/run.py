@@ -221,7 +221,8 @@ class ReportRun:
         from ..compare.results import frames_number
 
         joiner = Joiner(self.brax, other_for, code, compared=self.slm, compared_commit=self.snapshots["slm"].sha,
-                        default_frames=frames_number(default) if default is not None else None)
+                        default_frames=frames_number(default) if default is not None else None,
+                        playground=self.snapshots["playground"])
         model = join(joiner, self.table(), scores, targets)
         if self.links is None and self.cache is not None:
             self.links = LinkCache(fact_cache_root(self.settings.cache_dir))
