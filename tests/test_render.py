@@ -81,7 +81,8 @@ def test_markdown_has_the_14_topics_in_order_with_linked_values():
             f"https://github.com/google/brax/blob/{BRAX_SHA}/brax/training/agents/ppo/train.py#L586\n") in md
     assert f"\n[kengz/SLM-Lab/{SPEC}#L132]: https://github.com/kengz/SLM-Lab/blob/{SLM_SHA}/{SPEC}#L132\n" in md
     assert "CRITICAL** BD001" in row and "set `agent.algorithm.time_horizon: 480`" in row
-    assert "| `num_envs` |" in batch and "| match | match | — |" in batch
+    # A matching key is one line (its lines are in the JSON), not a row of links.
+    assert "| `num_envs` |" not in batch and "\nMatching: `num_envs` 2048, `unroll_length` 30" in batch
     assert "**BD001 batch-volume**" in batch and "Risk (high)" in batch
     assert "[Andrychowicz et al. 2021](https://arxiv.org/abs/2006.05990)" in batch
     assert "No key of this topic" not in md  # every topic has facts here
@@ -92,8 +93,11 @@ def test_markdown_has_the_14_topics_in_order_with_linked_values():
 
 def test_severity_tables_and_recommended_order_read_like_the_reference():
     md = render_markdown(model())
-    critical = section(md, "### CRITICAL")
-    assert "| `transitions_per_update` |" in critical and "| `clip_epsilon` |" not in critical
+    # Each key's detail is in one place, its topic; the summary names the CRITICAL ones and links there.
+    assert "### CRITICAL" not in md
+    summary = section(md, "## Summary")
+    critical = next(line for line in summary.splitlines() if line.startswith("| 🔴 **CRITICAL** |"))
+    assert "[`transitions_per_update`](#1-batch-collection)" in critical and "clip_epsilon" not in critical
     order = section(md, "## Recommended order")
     lines = [line for line in order.splitlines() if line[:1].isdigit()]
     assert lines[0].startswith("1. 🔴 **CRITICAL**, risk high, BD001 batch-volume")
@@ -283,9 +287,9 @@ def test_one_moved_fact_changes_only_its_own_rows_and_the_link_definitions():
     changed = [new for old, new in zip(before, after) if old != new]
     body = [line for line in changed if not line.startswith("[google/brax/")]
     row = "| `clip_epsilon` (and `clip_epsilon_final`: Brax 0.3 vs SLM-Lab 0.2 (Brax 1.5x larger)) | `0.25` · [L206]"
-    expected = ["| Brax | [google/brax](", row,  # source; row under IMPORTANT
-                "9. 🟠 **IMPORTANT**, risk medium, BD032", row]  # fix; topic row
-    assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 4
+    expected = ["| Brax | [google/brax](",  # source
+                "9. 🟠 **IMPORTANT**, risk medium, BD032", row]  # fix; the key's one row, in its topic
+    assert [line[:len(start)] for line, start in zip(body, expected)] == expected and len(body) == 3
     assert all("/blob/" + "d" * 40 + "/" in line for line in changed if line not in body)
 
 
@@ -356,3 +360,22 @@ def test_a_fix_value_that_holds_only_with_the_other_edits_says_so():
             "for this step alone the rule's value is `131072`.)") in text
     outcome["edits"][0]["value"] = 131072  # the same value alone and together: nothing to say
     assert "holds with every spec edit" not in render_markdown(m)
+
+
+def test_the_report_closes_with_what_to_do_and_folds_the_matrix():
+    from brax_diff.facts.model import Finding
+
+    slm = slm_extraction()
+    slm.find(Finding("cannot_train", "ERROR", "train() stops: no such scheduler", ()))
+    matrix = {"columns": ["discount"], "uniform": [], "matching": [], "incomparable": [],
+              "rows": [{"env": "A", "variant": SCOPE["variant"], "cells": {"discount": None}}]}
+    md = render_markdown(model(slm=slm, matrix=matrix))
+    todo = section(md, "## What to do")
+    assert todo.startswith("## What to do\n\nFirst, 1 ERROR finding(s) above: train() stops: no such scheduler. "
+                           "Nothing below trains until that is fixed.\n")
+    steps = [line for line in section(md, "## Recommended order").splitlines() if line[:1].isdigit()]
+    assert f"{len(steps)} step(s) in all" in todo
+    # No fix solver ran for this model: no spec edit is checked, so none is named as one to try.
+    assert "The spec edits to try first" not in todo
+    assert "<details><summary>1 environments x 1 keys that vary</summary>" in md
+    assert md.index("## What to do") > md.index("## Per-environment matrix")
