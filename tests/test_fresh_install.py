@@ -89,6 +89,16 @@ def test_readme_setup_runs_as_written_in_a_fresh_venv(tmp_path):
     assert train.returncode == 2 and "Traceback" not in train.stderr and len(errors) == 1
     assert errors[0].startswith("error: training needs the verify extra (") and errors[0].endswith(
         "pip install 'brax-diff[verify]'; --plan works without it")
+    # Every other command runs on the static install too (no numpy, torch or jax there).
+    for line in ("brax-diff rules --format md", "brax-diff extract brax --env BallInCup",
+                 "brax-diff extract slm --set max_frame=1000", "brax-diff history --slm HEAD",
+                 "brax-diff fix --family dm_control --diff --quiet"):
+        done = in_venv(venv_dir, line, checkout, env)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (line, done.stderr[-2000:])
+    # The fixture publishes no results: one error line, no missing module.
+    done = in_venv(venv_dir, "brax-diff report --family all --results slm --output results-out", checkout, env)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        "error: --results: docs/BENCHMARKS.md not found in SLM-Lab at master"), done.stderr[-2000:]
 
     # The SLM-Lab line, in a fixture SLM-Lab checkout whose brax-diff.toml points at the fixture upstreams.
     slm_checkout = paths["slm"]
