@@ -438,3 +438,19 @@ def test_report_verify_trains_the_same_written_variant(fresh, capsys, monkeypatc
     cli = verify_plan(fresh, capsys, "--variant", "ppo_fx", "--preset", "cpu")
     assert next(r.settings for r in plan.runs if r.arm == "spec_fixes") == arm_settings(cli, "spec_fixes")
     assert arm_settings(cli, "spec_fixes")["truncation"] == "bootstrap_next_obs_across_reset"  # a code change: kept
+
+
+def test_a_written_layer_list_links_to_its_sequential_not_the_anchors_first_line(upstreams, capsys, tmp_path):
+    """The written variant's layer widths cite the Sequential the fix wrote, not the first line of
+    the arc's value (a merged anchor's `input: x` lies above it)."""
+    out = tmp_path / "s.yaml"
+    model = fix_json(upstreams, capsys, "--keys", "value_hidden_layers", "--output", str(out))
+    assert [w["spec"] for w in model["written"]] == ["agent.net.critic_arc"]
+    text = out.read_text()
+    written = extract_written(upstreams, text)
+    lines = text.splitlines()
+    start = lines.index("ppo_fx_brax:")
+    sequential = next(n for n in range(start, len(lines)) if lines[n].strip().startswith("Sequential:")) + 1
+    # The written list's first layer (the line after `Sequential:`), inside the written variant.
+    assert [p.line for p in written.facts["value_hidden_layers"].provenance] == [sequential + 1]
+    assert lines[sequential].strip() == "- LazyLinear: {out_features: 64}"

@@ -1255,7 +1255,14 @@ class _VariantFacts:
         widths, activations, where, source = [], [], [], None
         arc = spec.get("arc")
         if arc is not None and flow.is_const(arc) and isinstance(flow.plain(arc), dict):
-            source, where = arc_path, self.lines(arc)[:1] or [self.at_spec(arc_path)]
+            # The Sequential the widths are read from (written in the variant, or in the anchor it
+            # inherits), not the arc's first line: a merged anchor's `input: x` comes before it.
+            modules = flow.plain(arc).get("modules") or {}
+            sequential = next((f"{arc_path}.modules.{name}.Sequential" for name, module in modules.items()
+                               if isinstance(module, dict) and isinstance(module.get("Sequential"), list)), None)
+            source = arc_path
+            where = ([self.at_spec(sequential)] if sequential and self.spec.line(sequential) is not None
+                     else self.lines(arc)[:1] or [self.at_spec(arc_path)])
             for module in _sequential_modules(flow.plain(arc)):
                 if not isinstance(module, dict) or len(module) != 1:
                     continue
