@@ -216,3 +216,19 @@ def test_an_exact_zero_where_every_step_is_clipped_at_zero_is_a_collapse(repos, 
     finally:
         _git(repos["slm"], "reset", "-q", "--hard", "HEAD~1")
         _git(repos["playground"], "reset", "-q", "--hard", "HEAD~1")
+
+
+def test_extract_slm_for_one_environment_gives_its_setup(repos, capsys):  # noqa: F811
+    """`extract slm --env NAME`: the variant the mapping gives the env, with the setup its env
+    builder makes (a variant alone leaves these to the environment)."""
+    args = ["extract", "slm", "--repo", str(repos["slm"]), "--playground-repo", str(repos["playground"]),
+            "--mapping", str(repos["slm"] / MAPPING_FILE), "--format", "json", "--set", "max_frame=1000"]
+    assert main([*args, "--env", "PandaPickCubeCartesian"]) == 0
+    extraction = json.loads(capsys.readouterr().out)  # one extraction: one object
+    facts = extraction["facts"]
+    assert extraction["scope"]["env"] == "PandaPickCubeCartesian" and extraction["scope"]["variant"] == "ppo_fx_small"
+    assert (facts["episode_length"]["value"], facts["action_repeat"]["value"]) == (1000, 4)
+    assert facts["training_env_steps"]["value"] == 4000  # 1,000 frames x the env's action repeat 4
+    assert "playground" in extraction["sources"]
+    assert main([*args[:-2], "--playground-repo", str(repos["playground"])]) == 2  # --playground-repo needs --env
+    assert capsys.readouterr().err == "error: --playground and --playground-repo give the env builder's Playground; add --env\n"

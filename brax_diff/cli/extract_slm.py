@@ -17,7 +17,14 @@ def register(app) -> None:
                    help="Branch, tag, commit or WORKTREE (default: setting slm-ref, else HEAD "
                    "in an SLM-Lab checkout, master from GitHub).")
     command.option("spec", "--spec", help="Spec file in the repository, YAML or JSON (default: setting spec).")
-    command.option("variant", "--variant", help="Spec variant (default: the file's first).")
+    command.option("variant", "--variant", help="Spec variant (default: the file's first; with --env, the one the "
+                   "mapping gives it).")
+    command.option("env", "--env", help="A Playground environment: the variant with the training setup its env "
+                   "builder makes for playground/NAME (episode length, action repeat, observation keys, backend).")
+    command.option("playground_repo", "--playground-repo", help="With --env: Playground repository: path or URL "
+                   "(default: setting playground-repo, else google-deepmind/mujoco_playground).")
+    command.option("playground_ref", "--playground", "--playground-ref", help="With --env: Playground ref "
+                   "(default: main).")
     command.flag("all_variants", "--all-variants", help="Extract every variant in the file.")
     command.option("sets", "--set", repeat=True, help="KEY=VALUE for a ${KEY} placeholder, "
                    "like SLM-Lab's -s (repeatable).")
@@ -28,7 +35,8 @@ def register(app) -> None:
 
 def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec: str | None = None,
                 variant: str | None = None, all_variants: bool = False, sets: list[str] | None = None,
-                mapping: str | None = None, fmt: str = "table", strict: bool = False) -> None:
+                mapping: str | None = None, fmt: str = "table", strict: bool = False, env: str | None = None,
+                playground_repo: str | None = None, playground_ref: str | None = None) -> None:
     """Resolve a spec variant as SLM-Lab does and map it onto the canonical keys."""
     from brax_diff.extractors.slm.extractor import SlmExtractor, load_mapping, trains  # library import kept out of CLI start-up
 
@@ -40,17 +48,30 @@ def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec
         raise BraxDiffError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if variant and all_variants:
         raise BraxDiffError("give either --variant or --all-variants, not both")
-    settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping)
-    snapshots = open_snapshots(settings, ("slm",))
+    if env and all_variants:
+        raise BraxDiffError("--env extracts one variant for one environment; drop --all-variants")
+    if (playground_repo or playground_ref) and not env:
+        raise BraxDiffError("--playground and --playground-repo give the env builder's Playground; add --env")
+    settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping,
+                             playground_repo=playground_repo, playground_ref=playground_ref)
+    snapshots = open_snapshots(settings, ("slm", "playground") if env else ("slm",))
     snapshot = snapshots["slm"]
-    extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping))
+    extractor = SlmExtractor(snapshot, settings.spec, parse_sets(sets), load_mapping(settings.mapping),
+                             playground=snapshots.get("playground"))
     names = extractor.variants()
     if not names:
         raise BraxDiffError(f"{settings.spec} at {settings.slm_ref} defines no variants")
-    chosen = names if all_variants else [variant or names[0]]
-    extractions = [extractor.variant(name) for name in chosen]
+    if env:
+        name = variant or extractor.variant_for(env=env)
+        if name not in names:
+            raise BraxDiffError(f"{settings.spec} at {settings.slm_ref} has no variant {name!r}")
+        extractions = [extractor.variant(name).with_setup(extractor.setup(name, env))]
+    else:
+        chosen = names if all_variants else [variant or names[0]]
+        extractions = [extractor.variant(name) for name in chosen]
     for extraction in extractions:  # name the work-tree files read, now that all were read
-        extraction.sources = {"slm": snapshot.info()}
+        extraction.sources = {"slm": snapshot.info(),
+                              **({"playground": snapshots["playground"].info()} if env else {})}
     print_extractions(extractions, fmt)
     if fmt == "table":
         print_verdicts([(e.scope["variant"], *trains(e)) for e in extractions], snapshot.ref)
