@@ -276,7 +276,9 @@ def test_a_worker_process_that_dies_is_retried_alone_then_recorded_failed(first_
         stop.set()
         killer.join(timeout=5)
     victim = killed[0][0]
-    assert [run for run, _ in killed] == [victim, victim]  # died, ran alone, died again: failed
+    seen = trace.read_text() if trace.exists() else ""
+    # died, ran alone, died again: failed (the trace says what ran where, when this does not hold)
+    assert [run for run, _ in killed] == [victim, victim], f"killed {killed}; trace:\n{seen}"
     by_id = {r.spec.run_id(__version__): r for r in parallel.results}
     assert by_id[victim].status == FAILED and "its worker process died 2 times" in by_id[victim].error
     (other,) = [r for run_id, r in by_id.items() if run_id != victim]
