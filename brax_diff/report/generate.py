@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import BraxDiffError
+from ..facts.scope import Scope
 
 if TYPE_CHECKING:
     from ..config import Settings
     from .review import Move
-    from ..facts.scope import Scope
 
 
 def output_files(scope: Scope, output: str | None, fmt: str, settings: Settings, several: bool,
@@ -163,16 +163,8 @@ def generate_all(snapshots: dict, settings: Settings, table, extractor_classes, 
 ALL = "all"  # `--family all`: the cross-family results report alone
 
 
-class _ResultsScope:
-    """Where the results report goes: ``results.md`` / ``results.json`` in the reports directory."""
-
-    name = "results"
-
-    def file_name(self, variant: str | None = None) -> str:
-        return self.name
-
-
-RESULTS_SCOPE = _ResultsScope()
+# The cross-family results report's files: results.md / results.json in the reports directory.
+RESULTS_SCOPE = Scope(family="results")
 
 
 class ResultsReport(ScopeResult):

@@ -337,7 +337,6 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
                  matrix: dict | None = None, previous: dict | None = None,
                  verification: dict | None = None, rules_origin: str = "shipped",
                  against: dict | None = None, fixes: dict | None = None,
-                 family_keys: list[str] | None = None,
                  tried: Callable[[str, Any], dict | None] | None = None) -> dict:
     """The report model (JSON-native). ``scope``: {"family", "env", "variant", "spec"};
     ``verification``: key -> {"verdict", ...} from ``brax-diff verify``, shown when given;
@@ -346,8 +345,7 @@ def build_report(brax: Extraction, slm: Extraction, table: RuleTable, *, scope: 
     of the scope (:func:`brax_diff.fix.solver.report_outcomes`; None: it did not run, and every spec
     edit is labelled unchecked)."""
     # A family report compares what the family decides; what each environment decides is in its matrix.
-    keys = family_keys if family_keys is not None else (
-        None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT])
+    keys = None if matrix is None else [k for k in KEYS if k not in PER_ENVIRONMENT]
     classified = classify(compare(brax, slm, keys), table, fixes=against is None, fold=True,  # one difference, one row
                           side="slm" if against is None else against["side"])
     outcomes = {c.key: fix_outcome(c, fixes) for c in classified}
@@ -547,9 +545,10 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
             rows.append(EnvRow(env, brax_extractor.env(env), slm_for(row_variant, env), row_variant))
         matrix = env_matrix(rows, table)
     slm = slm_for(chosen, scope.env) if scope.env is not None else slm_variant(chosen)
-    family_keys = None
-    if matrix is not None:
-        brax, slm, family_keys = trained_with(brax, slm, rows, matrix, chosen)
+    if matrix is not None:  # what the family's environments train with, not its base config
+        from ..facts.family import as_trained
+
+        brax = as_trained(brax, {r.env: r.brax for r in rows})
     scope_data = {"family": family, "env": scope.env, "variant": chosen, "spec": spec, "brax_reference": brax_reference}
     fixes = None
     if solve_fixes is not None:
@@ -557,18 +556,8 @@ def generate(brax_extractor: Any, slm_extractor: Any, table: RuleTable, scope: S
         fixes = solve_fixes(brax=brax, slm=slm_variant(chosen), family=family, env=scope.env, variant=chosen)
     return build_report(brax, slm, table, scope=scope_data, matrix=matrix, previous=previous,
                         verification=verification, rules_origin=rules_origin, against=against,
-                        fixes=fixes, family_keys=family_keys,
+                        fixes=fixes,
                         tried=None if history is None else (lambda spec, value: history.tried(chosen, spec, value)))
-
-
-def trained_with(brax: Extraction, slm: Extraction, rows: list[EnvRow], matrix: dict, chosen: str
-                 ) -> tuple[Extraction, Extraction, None]:
-    """A family's comparison from what its environments train with: Brax's family config value
-    where an environment trains with it, else the one they all share, else unknown (set per
-    environment: :func:`brax_diff.facts.family.as_trained`)."""
-    from ..facts.family import as_trained
-
-    return as_trained(brax, {r.env: r.brax for r in rows}), slm, None
 
 
 __all__ = ["build_report", "render_markdown", "render_json", "changes_since", "env_matrix", "EnvRow",
