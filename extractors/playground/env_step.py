@@ -26,7 +26,9 @@ from brax_diff.facts.model import Provenance
 REGISTRY_DIRS = {"dm_control": "dm_control_suite", "locomotion": "locomotion", "manipulation": "manipulation"}
 CLIP_CALLS = frozenset({"clip", "clamp", "minimum", "maximum"})  # jp.clip(x, lo, hi); nested min/max bounds
 # Calls that carry a value on unchanged in kind (array conversions): the action stays the action.
-CARRY_CALLS = frozenset({"array", "asarray", "astype", "reshape", "squeeze"})
+CARRY_FUNCTIONS = frozenset({"array", "asarray", "as_tensor", "from_dlpack", "to_dlpack", "_torch_to_jax",
+                             "_jax_to_torch"})  # f(x, ...)
+CARRY_METHODS = frozenset({"astype", "reshape", "squeeze", "flatten", "float", "to"})  # x.m(...)
 
 
 def parse(snapshot, path: str) -> ast.Module | None:
@@ -48,7 +50,7 @@ def _imports(module: ast.Module) -> dict[str, str]:
     return out
 
 
-def _envs_entry(module: ast.Module, env: str) -> ast.expr | None:
+def envs_entry(module: ast.Module, env: str) -> ast.expr | None:
     for node in module.body:
         if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_envs" for t in node.targets)
                 and isinstance(node.value, ast.Dict)):
@@ -88,7 +90,7 @@ def find_step(snapshot, family: str, env: str) -> EnvStep:
     registry = parse(snapshot, registry_path)
     if registry is None:
         return EnvStep(registry_path, "", None, (), f"{registry_path} is missing or not Python")
-    entry = _envs_entry(registry, env)
+    entry = envs_entry(registry, env)
     named = _class_of(entry) if entry is not None else None
     module_path = _imports(registry).get(named[0]) if named else None
     if named is None or module_path is None:
@@ -151,11 +153,12 @@ def _targets(node: ast.AST) -> list[ast.AST]:
     return []
 
 
-class _Trace:
-    """Where a control in ``step`` comes from, walking its assignments back to the action."""
+class ActionPath:
+    """Where a value in ``function`` comes from, walking its assignments back to the parameter
+    ``action`` (an env's ``step(self, state, action)``, a learner-side wrapper's ``step(self, actions)``)."""
 
-    def __init__(self, step: ast.FunctionDef) -> None:
-        self.action = step.args.args[2].arg if len(step.args.args) > 2 else "action"
+    def __init__(self, step: ast.FunctionDef, action: str) -> None:
+        self.action = action
         self.assigned: dict[str, list[ast.Assign]] = {}
         self.unmodelled: set[str] = set()  # names bound otherwise (tuple targets, +=, loops, with ... as)
         for node in ast.walk(step):
@@ -165,21 +168,19 @@ class _Trace:
                 for target in _targets(node):
                     self.unmodelled |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
         self.top = {id(n) for n in step.body}  # the step's own statements, not under a branch
-        self.clips: list[int] = []  # lines of the clips on the path
+        self.clips: list[int] = []  # lines of the clips (or squashes) on the path
 
     def kind(self, node: ast.expr, before: int, depth: int = 0) -> str | None:
-        """``action`` (the action, only arithmetic between), ``clipped``, ``other`` (no action in it)
-        or None (a path this reader does not model)."""
+        """``action`` (the action, only arithmetic or conversions between), ``clipped``, ``squashed``
+        (through tanh), ``other`` (no action in it) or None (a path this reader does not model)."""
         if depth > 20:
             return None
         if isinstance(node, ast.Name):
-            if node.id == self.action:
-                return "action" if node.id not in self.unmodelled and node.id not in self.assigned else None
             if node.id in self.unmodelled:
                 return None
             defs = [a for a in self.assigned.get(node.id, ()) if a.lineno < before]
             if not defs:
-                return "other"
+                return "action" if node.id == self.action else "other"
             if any(id(d) not in self.top for d in defs):
                 return None  # assigned under a branch or in a nested function: not followed
             last = defs[-1]
@@ -196,13 +197,20 @@ class _Trace:
         name = _call_name(node)
         if name in CLIP_CALLS and node.args:
             inner = self.kind(node.args[0], before, depth + 1)
-            if inner in ("action", "clipped"):
+            if inner in ("action", "clipped", "squashed"):
                 self.clips.append(node.lineno)
                 return "clipped"
             return inner
-        if name in CARRY_CALLS and isinstance(node, ast.Call):
-            target = node.args[0] if node.args else node.func.value if isinstance(node.func, ast.Attribute) else None
-            return self.kind(target, before, depth + 1) if target is not None else None
+        if name == "tanh" and node.args:
+            inner = self.kind(node.args[0], before, depth + 1)
+            if inner == "action":
+                self.clips.append(node.lineno)
+                return "squashed"
+            return None if inner != "other" else inner
+        if name in CARRY_METHODS and isinstance(node.func, ast.Attribute):
+            return self.kind(node.func.value, before, depth + 1)
+        if name in CARRY_FUNCTIONS and node.args:
+            return self.kind(node.args[0], before, depth + 1)
         return "other" if not self._mentions_action(node) and not self._mentions_assigned(node) else None
 
     def _mentions_action(self, node: ast.AST) -> bool:
@@ -215,7 +223,9 @@ class _Trace:
     def _combine(kinds: list[str | None]) -> str | None:
         if None in kinds:
             return None
-        for kind in ("clipped", "action"):
+        if len({k for k in kinds if k != "other"}) > 1:
+            return None  # a clipped action added to the raw one: not one of the modelled shapes
+        for kind in ("clipped", "squashed", "action"):
             if kind in kinds:
                 return kind
         return "other"
@@ -231,10 +241,11 @@ def read_action_clip(snapshot, family: str, env: str) -> ActionClip:
     if call is None:
         return ActionClip(env, None, found.provenance,
                           unknown=f"action clip: {where} makes no single mjx_env.step(model, data, ctrl, ...) call")
-    trace = _Trace(found.node)
+    args = found.node.args.args
+    trace = ActionPath(found.node, args[2].arg if len(args) > 2 else "action")
     kind = trace.kind(call.args[2], call.lineno)
     at = tuple(snapshot.where(found.path, line) for line in sorted({call.lineno, *trace.clips}))
-    if kind == "clipped":
+    if kind in ("clipped", "squashed"):
         return ActionClip(env, "clip", at, f"{found.cls}.step clips the control it makes from the action "
                                            "before mjx_env.step")
     if kind == "action":
@@ -244,3 +255,36 @@ def read_action_clip(snapshot, family: str, env: str) -> ActionClip:
     return ActionClip(env, None, at, unknown=f"action clip: {where}: the control mjx_env.step receives "
                                              + ("does not come from the action" if kind == "other" else
                                                 "comes through a call or branch this reader does not model"))
+
+
+BOUNDING = {"clipped": "clip", "squashed": "tanh", "action": "none"}
+
+
+def read_wrapper_action(snapshot, path: str, cls_name: str, callees: tuple[str, ...]) -> ActionClip:
+    """How ``cls_name.step(self, actions)`` in ``path`` bounds the actions it is given before the
+    call that steps the env (``self.<callee>(..., actions, ...)``): ``clip``, ``tanh`` or ``none``."""
+    module = parse(snapshot, path)
+    cls = next((n for n in (module.body if module else []) if isinstance(n, ast.ClassDef) and n.name == cls_name),
+               None)
+    step = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "step"), None) if cls else None
+    if step is None or len(step.args.args) < 2:
+        return ActionClip("", None, (), unknown=f"{path}: no {cls_name}.step(self, actions) (read at this ref)")
+    where = f"{path}: {cls_name}.step"
+    calls = [n for n in ast.walk(step) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr in callees and isinstance(n.func.value, (ast.Name, ast.Attribute))]
+    if len(calls) != 1:
+        return ActionClip("", None, (snapshot.where(path, step.lineno),),
+                          unknown=f"{where} makes {len(calls)} calls of {' / '.join(callees)} (one was expected)")
+    path_of = ActionPath(step, step.args.args[1].arg)
+    kinds = {path_of.kind(arg, calls[0].lineno) for arg in calls[0].args}
+    found = kinds - {"other"}
+    at = tuple(snapshot.where(path, line) for line in sorted({calls[0].lineno, *path_of.clips}))
+    if len(found) != 1 or None in found:
+        return ActionClip("", None, at, unknown=f"{where}: the actions reach self.{calls[0].func.attr}(...) through "
+                                                "a call or branch this reader does not model")
+    value = BOUNDING[found.pop()]
+    return ActionClip("", value, at, {"clip": f"{cls_name}.step clips the actions before stepping the env",
+                                      "tanh": f"{cls_name}.step squashes the actions with tanh before stepping "
+                                              "the env",
+                                      "none": f"{cls_name}.step steps the env with the actions as given (only "
+                                              "array conversions between)"}[value])
