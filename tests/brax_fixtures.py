@@ -603,8 +603,42 @@ def register_environment(env_name, env_class, cfg_class):
 register_environment("PandaPickCubeOrientation", pick.PandaPickCube, None)
 '''
 
+# What the env boundary is read from: the README's note on JAX's default matmul precision, the
+# training script naming Playground's wrapper, and that wrapper's auto-reset (upstream's shape).
+PLAYGROUND_README = '''
+# Fixture Playground
+
+On Ampere GPUs JAX's default uses TF32 for matrix multiplications; set
+JAX_DEFAULT_MATMUL_PRECISION=highest for full float32.
+'''
+TRAIN_JAX_PPO = '''
+from mujoco_playground import wrapper
+
+
+def main(argv):
+  return wrapper.wrap_for_brax_training
+'''
+WRAPPER_TEXT = '''
+import jax
+import jax.numpy as jp
+
+
+def wrap_for_brax_training(env, episode_length=1000, action_repeat=1):
+  env = BraxAutoResetWrapper(env)
+  return env
+
+
+class BraxAutoResetWrapper:
+  def step(self, state, action):
+    reset_obs = state.info["AutoResetWrapper_first_obs"]
+    state = self.env.step(state, action)
+    obs = jax.tree.map(lambda x, y: jp.where(state.done, x, y), reset_obs, state.obs)
+    return state.replace(obs=obs)
+'''
 PLAYGROUND = {DM_PARAMS: DM_PARAMS_TEXT, LOCO_PARAMS: LOCO_PARAMS_TEXT, MANIP_PARAMS: MANIP_PARAMS_TEXT,
-              DM_REGISTRY: DM_REGISTRY_TEXT, LOCO_REGISTRY: LOCO_REGISTRY_TEXT, MANIP_REGISTRY: MANIP_REGISTRY_TEXT}
+              DM_REGISTRY: DM_REGISTRY_TEXT, LOCO_REGISTRY: LOCO_REGISTRY_TEXT, MANIP_REGISTRY: MANIP_REGISTRY_TEXT,
+              "README.md": PLAYGROUND_README, "learning/train_jax_ppo.py": TRAIN_JAX_PPO,
+              "mujoco_playground/_src/wrapper.py": WRAPPER_TEXT}
 PLAYGROUND_MOVED = {DM_PARAMS: DM_PARAMS_TEXT.replace("      unroll_length=30,\n", "      unroll_length=25,\n")}
 PLAYGROUND_NO_MANIPULATION = {MANIP_PARAMS: None}
 PLAYGROUND_COMMITS = [PLAYGROUND, PLAYGROUND_MOVED, PLAYGROUND_NO_MANIPULATION]

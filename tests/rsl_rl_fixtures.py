@@ -191,6 +191,7 @@ def rsl_rl_config(env_name: str, unused_impl=None) -> config_dict.ConfigDict:
 
 SCRIPT_TEXT = '''
 from absl import flags
+import torch
 
 from mujoco_playground import registry, wrapper_torch
 from mujoco_playground.config import locomotion_params, manipulation_params

@@ -722,6 +722,36 @@ class ClockWrapper:
 '''
 
 
+# SLM-Lab's GPU switches (upstream's shape, written for these tests): TF32 on Ampere-or-newer GPUs
+# when OPTIMIZE_PERF is on, its default.
+PERF = '''
+import torch
+
+from slm_lab.lib.env_var import optimize_perf
+
+
+def optimize():
+    _perf_gpu()
+
+
+def _perf_gpu():
+    if not torch.cuda.is_available() or not optimize_perf():
+        return
+    major, _ = torch.cuda.get_device_capability()
+    if major >= 8:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+'''
+
+ENV_VAR = '''
+import os
+
+
+def optimize_perf():
+    return os.getenv("OPTIMIZE_PERF", "true").lower() == "true"
+'''
+
+
 # How SLM-Lab scores a session (upstream's shape, written for these tests): a separate eval env only
 # with meta.rigorous_eval, the training env otherwise; scores at the meta's frequencies, else defaults.
 CONTROL_PATH = "slm_lab/experiment/control.py"
@@ -773,6 +803,8 @@ def repo_files(net_util: str = NET_UTIL_WITH_MIN) -> dict[str, str]:
         "slm_lab/env/__init__.py": ENV_INIT,
         "slm_lab/env/playground.py": PLAYGROUND,
         "slm_lab/env/wrappers.py": WRAPPERS,
+        "slm_lab/lib/perf.py": PERF,
+        "slm_lab/lib/env_var.py": ENV_VAR,
         CONTROL_PATH: CONTROL,
     }
 

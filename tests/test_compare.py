@@ -36,8 +36,10 @@ def test_pairs_every_key_either_side_has_in_report_order():
     assert [d.key for d in diffs] == [k for k in key_order() if k in by_key]
     topics = [name for name, _ in TOPICS]
     assert [topics.index(d.topic) for d in diffs] == sorted(topics.index(d.topic) for d in diffs)
-    # obs_clip and the evaluation protocol (resets included): neither side of these fixtures has them
-    assert len(diffs) == len(KEYS) - 5
+    # obs_clip, the evaluation protocol (resets included) and the env boundary (action bounding,
+    # matmul precision, final observation, the env's action clip and reward floor): neither side of
+    # these fixtures has them
+    assert len(diffs) == len(KEYS) - 10
 
     batch = by_key["transitions_per_update"]
     assert batch.status == "differs" and batch.brax_value == 983040 and batch.slm_value == 61440

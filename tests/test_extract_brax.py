@@ -85,6 +85,11 @@ def test_defaults_give_every_key_from_the_code(repos):
         # nor num_evals, num_resets_per_eval or deterministic_eval: the evaluation protocol is not read
         "num_resets_per_eval": None, "eval_interval_env_steps": None, "eval_policy": None,
         "env_steps_between_resets": None,
+        # The env boundary: NormalTanhDistribution's Squash().forward is tanh(x); JAX's default
+        # precision, cited from the fixture Playground's README; the auto-reset discards the final
+        # observation; each environment's own step decides the rest (none at this scope).
+        "action_bounding": "tanh", "matmul_precision": "tf32", "final_observation": "discarded",
+        "env_action_clip": None, "reward_floor": None,
     }
     assert old.facts["eval_policy"].unknown == ("eval_policy: neither the config nor the signature sets "
                                                 "train(deterministic_eval=...)")

@@ -101,7 +101,10 @@ def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upst
     groups = {name: {row["key"]: row for row in rows} for name, rows in model["residual"].items()}
     assert set(groups["code_change"]) == {"unrolls_per_update", "obs_norm_std_eps",
                                           "truncation", "gae_recompute", "obs_norm_update", "entropy_estimator",
-                                          "action_distribution", "std_transform", "std_min", "std_max", "kernel_init"}
+                                          "action_distribution", "std_transform", "std_min", "std_max", "kernel_init",
+                                          "action_bounding"}
+    # PlaygroundVecEnv.step sends the raw sample: no spec key bounds it
+    assert [w["path"] for w in groups["code_change"]["action_bounding"]["where"]] == ["slm_lab/env/playground.py"]
     # a code change names the SLM-Lab code that decides it
     assert [w["path"] for w in groups["code_change"]["truncation"]["where"]] == [
         "slm_lab/agent/algorithm/actor_critic.py", "slm_lab/env/playground.py", "slm_lab/lib/math_util.py"]
@@ -134,7 +137,7 @@ def test_markdown_residual_and_the_same_bytes_every_time(upstreams, capsys, tmp_
     md = first[1]
     assert md.startswith("# brax-diff fix: ppo_fx_brax (ppo_fx with every fix the spec can express), dm_control\n")
     assert "## Written: 14 spec key(s); 20 difference(s) now match Brax" in md
-    assert "### Needs a code change (11)" in md and "### Introduced by a fix (5)" in md
+    assert "### Needs a code change (12)" in md and "### Introduced by a fix (5)" in md
     assert "| `gae_horizon` | `30` | `16` → `64` | `env.num_envs`" in md
     assert f"SLM-Lab HEAD ({first_sha(upstreams)}), its {SPEC_PATH} read back from {tmp_path / 'a.yaml'}\n" in md
 

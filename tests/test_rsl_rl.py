@@ -71,6 +71,9 @@ def test_every_canonical_key_is_read_from_config_script_wrapper_and_library(repo
     assert (fx.PPO, line_of(fx.PPO_TEXT, "self.transition.rewards += self.gamma")) in lines(x.facts["truncation"])
     assert (fx.WRAPPER, line_of(fx.WRAPPER_TEXT, "torch.clip(action, -0.5, 0.5)")) in lines(x.facts["action_distribution"])
     assert "[-0.5, 0.5]" in x.facts["action_distribution"].note
+    # the env boundary: the wrapper's clip; nothing sets TF32, so torch's float32 default at `import torch`
+    assert values["action_bounding"] == "clip" and values["matmul_precision"] == "float32"
+    assert lines(x.facts["matmul_precision"]) == {(fx.SCRIPT, line_of(fx.SCRIPT_TEXT, "import torch"))}
     # what each environment decides is left to it; what runs only at run time is an explained unknown
     assert x.facts["episode_length"].is_unknown and x.unknown_keys() == []
     assert x.facts["value_obs_keys"].is_unknown and "observation_size" in x.facts["value_obs_keys"].unknown

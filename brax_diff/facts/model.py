@@ -211,6 +211,12 @@ class Extraction:
         self.facts[fact.key] = fact
         return fact
 
+    def put(self, fact: Fact) -> Fact:
+        """``fact``, and for an unknown one the ``pattern_not_found`` finding that says why."""
+        if fact.is_unknown:
+            self.find(Finding("pattern_not_found", "WARNING", fact.unknown, fact.provenance, fact.key))
+        return self.add(fact)
+
     def find(self, finding: Finding) -> None:
         if self._seen_of != len(self.findings):
             self._seen, self._seen_of = set(self.findings), len(self.findings)

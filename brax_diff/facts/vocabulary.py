@@ -26,6 +26,10 @@ class Key:
     # listed in that key's row instead of counted as a row of its own (one difference, one row).
     fold_into: str | None = None
     fold_when: object = None
+    # Decided by the environment's own code, the same on both sides when they run one Playground
+    # commit: the results ranking still counts its shared value (a floor of 0, no clip), which
+    # tells environments apart even where the sides agree.
+    context: bool = False
 
 
 # The reference report's 13 topics, in its order.
@@ -110,6 +114,13 @@ _KEYS = (
         "`bootstrap_on_timeout`).",
         ("terminal", "mask_bootstrap_last_state", "bootstrap_next_obs_across_reset", "bootstrap_final_obs",
          "bootstrap_current_state")),
+    Key("final_observation", "advantages", "enum", "",
+        "Whether the observation an episode ends on (at a time limit too) reaches the learner: `discarded` when "
+        "the training env's auto-reset replaces it with the next episode's first observation and keeps no copy "
+        "(Playground's BraxAutoResetWrapper), `kept` when a copy is stored for the learner. Bootstrapping a "
+        "truncated step from its own final state (`truncation: bootstrap_final_obs`) needs it kept. Decided by "
+        "the training wrapper the environment is stepped through, at the Playground commit each side runs.",
+        ("discarded", "kept"), per_environment=True),
     Key("gae_recompute", "advantages", "enum", "",
         "When advantages and value targets are computed: `per_minibatch` inside the loss, with the value "
         "parameters of that gradient step; `per_update` once per update, before its epochs, and then held fixed.",
@@ -164,6 +175,12 @@ _KEYS = (
     Key("std_min", "action_distribution", "float", "", "Smallest std (the std value, not log-std)."),
     Key("std_max", "action_distribution", "float", "",
         "Largest std (the std value, not log-std); null when unbounded."),
+    Key("action_bounding", "action_distribution", "enum", "",
+        "How the policy's sampled action is bounded before the env receives it: `tanh` squashes it into (-1, 1) "
+        "(the log-probability is the squashed distribution's, Brax's NormalTanhDistribution); `clip` clips it to "
+        "[-1, 1] after sampling (Playground's torch wrapper), so the loss scores the unclipped sample; `none` "
+        "sends the raw sample, whose tails reach the env (see `env_action_clip` for what the env then does).",
+        ("tanh", "clip", "none")),
     Key("policy_hidden_layers", "architecture", "list", "units", "Hidden layer widths of the policy network."),
     Key("activation", "architecture", "enum", "",
         "Hidden activation (swish and SiLU are one name: `silu`).", ("silu", "relu", "tanh", "elu", "other")),
@@ -182,9 +199,11 @@ _KEYS = (
         fold_into="clip_epsilon", fold_when=_BOTH_CONSTANT("clip_epsilon_schedule")),
     # -- training setup (per environment) ----------------------------------------------
     Key("episode_length", "setup", "int", "env steps",
-        "Env steps (agent decisions) before the time limit truncates an episode: an episode's return sums at most "
-        "this many rewards, so returns at different lengths are not comparable (Brax `episode_length`, passed to "
-        "the training wrapper; SLM-Lab `PlaygroundVecEnv(episode_length=...)`).", per_environment=True),
+        "Env steps before the time limit truncates an episode, counted as the training wrapper counts them: "
+        "Brax's EpisodeWrapper adds `action_repeat` per agent step, so with an action repeat of 4 an episode of "
+        "1,000 steps is 250 agent decisions (and its return sums 250 repeated-action rewards). Returns at "
+        "different lengths are not comparable (Brax `episode_length`, passed to the training wrapper; SLM-Lab "
+        "`PlaygroundVecEnv(episode_length=...)`).", per_environment=True),
     Key("action_repeat", "setup", "int", "steps",
         "Times each action is applied (and its rewards summed) per env step.", per_environment=True),
     Key("training_env_steps", "setup", "int", "env steps",
@@ -219,6 +238,21 @@ _KEYS = (
     Key("value_obs_keys", "setup", "str", "",
         "The observation group the value network sees (`privileged_state`: a critic with privileged inputs).",
         per_environment=True),
+    Key("env_action_clip", "setup", "enum", "",
+        "What the environment's own `step` does with the action before the physics: `clip` clips the control it "
+        "makes from it (motor targets to the joint or control range, a tanh counts); `none` hands "
+        "`mjx_env.step` the action (scaled, offset) unclipped, and MuJoCo then clamps a control only where the "
+        "model declares its actuator ctrllimited (not read). With `action_bounding: none`, an unbounded sample "
+        "reaches the motors as far as the model allows.", ("clip", "none"), per_environment=True, context=True),
+    Key("reward_floor", "reward", "float", "",
+        "The lowest per-step reward the environment's `step` allows (`jp.clip(reward, 0.0, ...)` gives 0); null "
+        "when its step clips no reward from below. With a floor of 0, an average return of exactly 0 means no "
+        "step ever earned anything: a collapse, not a weak policy.", per_environment=True, context=True),
+    Key("matmul_precision", "setup", "enum", "",
+        "Precision of the learner's float32 matrix multiplications on an Ampere-or-newer NVIDIA GPU: `tf32` "
+        "(TF32 inputs, JAX's default there and SLM-Lab's `allow_tf32 = True`) or `float32` (PyTorch's default, "
+        "or JAX with `jax_default_matmul_precision` highest). Read from the code; an environment variable set "
+        "outside it is not seen.", ("tf32", "float32")),
     Key("physics_backend", "setup", "str", "",
         "The MuJoCo implementation the environment steps with (the env config's `impl`: `jax` for MJX, `warp` "
         "for MuJoCo Warp).", per_environment=True),
@@ -227,6 +261,7 @@ _KEYS = (
 KEYS: dict[str, Key] = {k.name: k for k in _KEYS}
 PER_ENVIRONMENT = frozenset(k.name for k in _KEYS if k.per_environment)
 FOLDS = {k.name: (k.fold_into, k.fold_when) for k in _KEYS if k.fold_into is not None}
+CONTEXT = frozenset(k.name for k in _KEYS if k.context)
 
 
 def topic_of(key: str) -> str:

@@ -36,6 +36,7 @@ from .learner import LearnerScopes
 from ..engine.pyast import Code
 from .scope import Scope, Setting
 from ..playground.script import ScriptScopes
+from .interface import interface_facts
 from .setup import setup_facts
 from ..playground.env import EnvConfigs
 
@@ -234,6 +235,13 @@ class BraxExtractor:
                                                                    fact.provenance, fact.key), fact.provenance)
             else:
                 extraction.add(fact)
+        for fact in interface_facts(self.brax, self.playground, extraction.facts.get("action_distribution"),
+                                    self.reference, env, family):
+            # As for the setup keys: a family's per-environment keys are left to the environments.
+            if env is None and fact.key in PER_ENVIRONMENT:
+                extraction.add(fact)
+            else:
+                extraction.put(fact)
         for finding in findings + derived_findings:
             extraction.find(finding)
         extraction.complete(KEYS, "Brax's trainer and Playground's config")

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from brax_diff.facts.model import Extraction, Fact, Finding
-from brax_diff.facts.vocabulary import KEYS, canonical_activation
+from brax_diff.facts.vocabulary import KEYS, PER_ENVIRONMENT, canonical_activation
 
 from .code import Missing, Read
+from .interface import interface_facts
 from .library import Library
 from .params import PARAMS_FUNCTION, Config, ParamsFunction
 from .script import SCRIPT, TrainScript, Wrapper
@@ -71,6 +72,11 @@ class Facts:
         self.policy()
         self.observations()
         self.setup()
+        for fact in interface_facts(self.lib.snapshot, self.wrapper.file.snapshot, self.family, self.env):
+            if self.env is None and fact.key in PER_ENVIRONMENT:  # left to the environments
+                self.x.add(fact)
+            else:
+                self.x.put(fact)
         for key in KEYS:
             if key not in self.x.facts:
                 self.unknown(key, Missing(f"{key}: no RSL-RL reader gives a value"))

@@ -39,6 +39,7 @@ from brax_diff.facts.vocabulary import KEYS, canonical_activation
 from ..engine import flow, semantics
 from . import code as code
 from .run import SlmRun
+from . import interface
 from .setup import SETUP_KEYS, SetupFacts
 from .spec import ResolvedSpec, read_spec_file
 from ..mapping import FAMILIES, load_mapping, validate_mapping  # noqa: F401 (re-exported)
@@ -155,6 +156,8 @@ class SlmExtractor:
             scope={"variant": name, "family": self.family_of(name), "envs": self.envs_of(name)},
         )
         _VariantFacts(self, spec, extraction).build()
+        for fact in interface.variant_facts(self.snapshot):
+            extraction.put(fact)
         extraction.complete(KEYS, "SLM-Lab's spec and code")
         return extraction
 
@@ -174,6 +177,8 @@ class SlmExtractor:
             extraction.sources["playground"] = self.playground.info()
         run = SlmRun(self.snapshot, spec, f"playground/{env}", libraries)
         SetupFacts(self.snapshot, run, env, extraction, knows_playground=libraries is not None).build()
+        for fact in interface.setup_facts(self.snapshot, self.playground, env):
+            extraction.put(fact)
         self._run_length(spec, extraction)
         return extraction
 
@@ -287,6 +292,9 @@ class _VariantFacts:
         self._evaluation()
         for key in SETUP_KEYS:  # what the env builder makes of each environment: SlmExtractor.setup
             self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by the env builder "
+                                                     "(see the environment matrix)"))
+        for key in interface.ENV_KEYS:  # each environment's own step: SlmExtractor.setup
+            self.out.add(Fact(key, None, (), unknown=f"{key}: set per environment by Playground's code for it "
                                                      "(see the environment matrix)"))
         self._ignored_sets()
         self._declared_not_effective()
