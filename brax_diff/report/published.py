@@ -14,7 +14,9 @@ that code, a row without a score) is listed with its reason, never dropped.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from ..compare.pairing import compare
@@ -24,6 +26,21 @@ from ..compare.rules import classify
 from ..errors import BraxDiffError
 from ..facts.model import Provenance
 from .render import SCHEMA
+
+TARGET_NOTES = Path(__file__).parent.parent / "data" / "target_notes.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def target_notes() -> dict[str, dict]:
+    """env -> {text, source}: what is known outside the code about how its target was produced."""
+    import yaml
+
+    out = {}
+    for entry in yaml.safe_load(TARGET_NOTES.read_text(encoding="utf-8")):
+        for env in entry["envs"]:
+            out[env] = {"text": " ".join(entry["text"].split()), "source": dict(entry["source"])}
+    return out
+
 
 # SLM-Lab's own status symbols: ⚠️ "Close (>80%)" and ❌ miss the target, ✅ reaches it.
 OWN_MISS = {"pass": False, "near": True, "fail": True}
@@ -134,11 +151,9 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
             except BraxDiffError:
                 mapped = None
         budget_line = _line(scores if frames_file == "scores" else targets, frames_line)
-        floor = None
-        if joiner.playground is not None:
-            from brax_diff.extractors.playground.reward_floor import read_floor
-
-            floor = read_floor(joiner.playground, families[env], env)
+        # The env SLM-Lab scored on decides its floor (the Brax side's when SLM-Lab's cannot be read).
+        read = [f for f in (slm.facts.get("reward_floor"), brax.facts.get("reward_floor")) if f is not None]
+        floor = next((f for f in read if not f.is_unknown), read[0] if read else None)
         rows.append({
             "env": env, "family": families[env], "variant": variant, "variant_from": variant_from,
             "score": row.score, "target": target, "ratio": ratio, "status": tool, "own_status": own,
@@ -146,8 +161,11 @@ def join(joiner: Joiner, table: Any, scores: ResultsSource, targets: ResultsSour
             "comparable": not why_not, "incomparable": why_not,
             "trains": ok, "cannot_train": cannot,
             # A return of exactly 0 where no step can earn below 0: no scored step earned anything.
-            "reward_floor": floor.to_json() if floor is not None else None,
-            "collapse": bool(floor is not None and floor.floor == 0.0 and row.score == 0.0),
+            "reward_floor": None if floor is None else {
+                "floor": floor.value, "provenance": [p.to_json() for p in floor.provenance],
+                **({"unknown": floor.unknown} if floor.is_unknown else {})},
+            "collapse": bool(floor is not None and floor.value == 0.0 and row.score == 0.0),
+            "target_note": target_notes().get(env),
             "compared_variant": mapped if mapped != variant else None,
             "budget": {"slm_frames": frames, "slm_frames_from": frames_from,
                        "slm_frames_line": [budget_line] if budget_line else [],
