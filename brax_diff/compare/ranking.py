@@ -4,7 +4,8 @@ Each environment's classified differences (one cell per key: both values, status
 *features*: a numeric key that differs is "Brax larger" or "the other side larger" (``num_envs``
 8192 vs 2048 and 4096 vs 2048 are one feature, 1024 vs 2048 another); any other key is its pair of
 values (``truncation`` Brax ``bootstrap``, SLM-Lab ``terminal``). A match, an unknown or a
-difference no rule classifies is no feature. :func:`rank` counts, per feature and per pair of
+difference no rule classifies is no feature, except for a context key (the environment's own code
+decides it: ``reward_floor``, ``env_action_clip``), whose shared value is one. :func:`rank` counts, per feature and per pair of
 features, the environments that miss and that pass which carry it, and sorts by separation
 (the share of missing environments with it minus the share of passing ones), with a one-sided
 Fisher exact p of carrying it that often by chance, adjusted over every single (Bonferroni over
@@ -24,6 +25,7 @@ from math import comb
 from typing import Any, Iterable
 
 from .severity import SEVERITIES
+from ..facts.vocabulary import CONTEXT
 
 PAIR_CANDIDATES = 15  # singles considered for pairs (most separating first)
 PAIRS_SHOWN = 10
@@ -34,7 +36,12 @@ def _is_number(value: Any) -> bool:
 
 
 def feature(key: str, cell: dict | None) -> dict | None:
-    """The feature a cell carries, or None (a match, an unknown, an unclassified difference)."""
+    """The feature a cell carries, or None (a match, an unknown, an unclassified difference). A
+    context key's match is its shared value (``reward_floor`` 0 on both sides)."""
+    if cell is not None and cell.get("status") == "match" and key in CONTEXT:
+        shared = cell.get("brax")
+        return {"id": f"{key}=={json.dumps(shared, sort_keys=True)}", "key": key, "direction": "shared",
+                "value": shared}
     if cell is None or cell.get("status") in ("match", "unknown") or cell.get("severity") is None:
         return None
     brax, other = cell.get("brax"), cell.get("slm")
