@@ -20,7 +20,8 @@ def register(app) -> None:
     command.option("variant", "--variant", help="Spec variant (default: the file's first; with --env, the one the "
                    "mapping gives it).")
     command.option("env", "--env", help="A Playground environment: the variant with the training setup its env "
-                   "builder makes for playground/NAME (episode length, action repeat, observation keys, backend).")
+                   "builder makes for playground/NAME (episode length, action repeat, observation keys, backend, the env's "
+                   "action clip and reward floor); --set env=playground/NAME does the same.")
     command.option("playground_repo", "--playground-repo", help="With --env: Playground repository: path or URL "
                    "(default: setting playground-repo, else google-deepmind/mujoco_playground).")
     command.option("playground_ref", "--playground", "--playground-ref", help="With --env: Playground ref "
@@ -50,6 +51,9 @@ def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec
         raise BraxDiffError("give either --variant or --all-variants, not both")
     if env and all_variants:
         raise BraxDiffError("--env extracts one variant for one environment; drop --all-variants")
+    placed = parse_sets(sets).get("env", "")
+    if env is None and not all_variants and placed.startswith("playground/"):
+        env = placed.removeprefix("playground/")  # SLM-Lab's `-s env=playground/NAME` builds that env: its setup too
     if (playground_repo or playground_ref) and not env:
         raise BraxDiffError("--playground and --playground-repo give the env builder's Playground; add --env")
     settings = load_settings(slm_repo=slm_repo, slm_ref=slm_ref, spec=spec, mapping=mapping,
