@@ -9,6 +9,7 @@ environment's config (``impl``). A value a scope does not decide is an explained
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from brax_diff.facts.model import Fact
@@ -56,10 +57,27 @@ def _physics(family: str | None, env: str | None, env_configs: EnvConfigs | None
     if env is None or family is None or env_configs is None:
         return Fact("physics_backend", None, (), unknown="physics_backend: set per environment (its config's impl)")
     found = env_configs.field(family, env, "impl")
+    if found.unknown is not None and found.unknown.endswith("has no field 'impl'"):
+        single = _single_backend(env_configs.snapshot)
+        if single is not None:
+            return Fact("physics_backend", "jax", (*found.provenance, single),
+                        f"{env}'s config has no impl, and Playground at this commit has no backend choice "
+                        f"({MJX_ENV} passes no impl to MJX): MJX's JAX implementation, the only one it offers")
     if found.unknown is not None:
         return Fact("physics_backend", None, found.provenance, unknown=f"physics_backend: {found.unknown}")
     return Fact("physics_backend", str(found.value), found.provenance,
                 f"{env}'s default config (impl); Playground's learning/train_jax_ppo.py overrides it with --impl")
+
+
+MJX_ENV = "mujoco_playground/_src/mjx_env.py"
+
+
+def _single_backend(snapshot):
+    """Where Playground's ``mjx_env.py`` is, when it names no ``impl`` at all (before MuJoCo Warp came
+    in, MJX's JAX implementation was the only one): its first line; else None."""
+    if not snapshot.exists(MJX_ENV) or re.search(r"\bimpl\b", snapshot.read(MJX_ENV)):
+        return None
+    return snapshot.where(MJX_ENV, 1)
 
 
 def evaluation_facts(train: Scope) -> list[Fact]:
