@@ -257,6 +257,24 @@ def test_brax_reads_each_environments_own_config(repos):
     assert any(f.key == "physics_backend" for f in cartesian.findings)
 
 
+def test_no_impl_field_where_playground_offers_no_backend_choice_is_mjx_jax(tmp_path):
+    """Before MuJoCo Warp, Playground's mjx_env.py named no impl: MJX's JAX implementation was the
+    only one. With an impl anywhere in it, a config without the field stays unknown."""
+    def cartesian(mjx_env: str):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN}])
+        make_repo(root / "pg", [{**playground_files(), **PLAYGROUND, "mujoco_playground/_src/mjx_env.py": mjx_env}])
+        extractor = BraxExtractor(Repository(root / "brax", "brax").resolve("HEAD"),
+                                  Repository(root / "pg", "pg").resolve("HEAD"))
+        return extractor.env("PandaPickCubeCartesian").facts["physics_backend"]
+
+    single = cartesian("def init(model, qpos=None):\n  return mjx.make_data(model)\n")
+    assert single.value == "jax" and [(p.path, p.line) for p in single.provenance] == [
+        ("mujoco_playground/_src/mjx_env.py", 1)]
+    choice = cartesian("def init(model, impl=None):\n  return mjx.make_data(model, impl=impl)\n")
+    assert choice.is_unknown and "has no field 'impl'" in choice.unknown
+
+
 def test_a_config_the_engine_cannot_read_is_an_explained_unknown(repos):
     go1 = brax(repos).env("Go1JoystickFlatTerrain")
     assert go1.value("episode_length") == 1000  # from the helper's config
