@@ -31,6 +31,11 @@ def test_a_difference_is_read_by_direction_or_by_its_values():
     assert feature("num_envs", cell(None, 1, None, "unknown")) is None
     assert feature("num_envs", cell(1, 2, None)) is None  # no rule classifies it: no feature
     assert feature("flag", cell(True, False))["direction"] == "values"  # a bool is no number
+    # A context key (the environment's own code) is a feature where both sides agree: its shared value.
+    assert feature("reward_floor", cell(0.0, 0.0, None, "match")) == {
+        "id": "reward_floor==0.0", "key": "reward_floor", "direction": "shared", "value": 0.0}
+    assert feature("env_action_clip", cell("none", "clip"))["id"] == 'env_action_clip=["none", "clip"]'
+    assert feature("reward_floor", cell(None, 0.0, None, "unknown")) is None
     # Keys that make an environment's score incomparable are not counted for it.
     assert set(features({"episode_length": cell(1000, 150), "num_envs": cell(2, 1)}, ["episode_length"])) == {
         "num_envs:brax_larger"}
@@ -162,6 +167,24 @@ def test_the_markdown_answers_first(repos, published, capsys):
     assert "| CartpoleBalance |" in text.split("## Rows not joined", 1)[1]
 
 
+def test_what_is_known_about_a_targets_origin_is_printed_with_its_source(repos, published, capsys, monkeypatch):
+    from brax_diff.report import published as join_module
+
+    shipped = join_module.target_notes()
+    assert shipped["HumanoidRun"] == shipped["HumanoidWalk"] == shipped["HumanoidStand"]
+    assert shipped["HumanoidRun"]["source"]["url"] == "https://github.com/google-deepmind/mujoco_playground/issues/171"
+    assert "brax/training/learner.py" in shipped["HumanoidRun"]["text"]
+    note = {"text": "Made by another script.", "source": {"title": "an issue", "url": "https://example.org/1"}}
+    monkeypatch.setattr(join_module, "target_notes", lambda: {"PandaPickCube": note})
+    targets, scores = published
+    model = results(repos, capsys, "--results", f"slm@{scores}", "--targets-ref", targets)
+    assert [r["target_note"] for r in model["rows"]] == [note, None]  # PandaPickCube, PandaPickCubeCartesian
+    assert main(["report", *flags(repos), "--family", "all", "--results", f"slm@{scores}", "--targets-ref", targets,
+                 "--format", "md", "--output", "-"]) == 0
+    assert ("**Targets from other code**: PandaPickCube: Made by another script ([an issue](https://example.org/1))."
+            in capsys.readouterr().out)
+
+
 def test_results_options_are_checked_before_any_work(repos, published, capsys):  # noqa: F811
     targets, scores = published
     for args, message in (
@@ -230,5 +253,8 @@ def test_extract_slm_for_one_environment_gives_its_setup(repos, capsys):  # noqa
     assert (facts["episode_length"]["value"], facts["action_repeat"]["value"]) == (1000, 4)
     assert facts["training_env_steps"]["value"] == 4000  # 1,000 frames x the env's action repeat 4
     assert "playground" in extraction["sources"]
+    # SLM-Lab's -s env=playground/NAME builds that environment: the same setup.
+    assert main([*args, "--set", "env=playground/PandaPickCubeCartesian"]) == 0
+    assert json.loads(capsys.readouterr().out)["facts"] == facts
     assert main([*args[:-2], "--playground-repo", str(repos["playground"])]) == 2  # --playground-repo needs --env
     assert capsys.readouterr().err == "error: --playground and --playground-repo give the env builder's Playground; add --env\n"
