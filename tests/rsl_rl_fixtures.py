@@ -117,8 +117,27 @@ class OnPolicyRunner:
                 actions = self.alg.act(obs)
                 obs, rewards, dones, extras = self.env.step(actions)
                 self.alg.process_env_step(obs, rewards, dones, extras)
+                self.logger.process_env_step(rewards, dones, extras)
             self.alg.compute_returns(obs)
             loss_dict = self.alg.update()
+            self.logger.log(it=it, loss_dict=loss_dict)
+'''
+
+# The logger's episode returns (upstream's shape: a deque of the returns of finished episodes).
+LOGGER = "rsl_rl/utils/logger.py"
+LOGGER_TEXT = '''
+from collections import deque
+
+
+class Logger:
+    def __init__(self):
+        self.rewbuffer = deque(maxlen=100)
+
+    def process_env_step(self, rewards, dones, extras):
+        self.cur_reward_sum += rewards
+        new_ids = (dones > 0).nonzero(as_tuple=False)
+        self.rewbuffer.extend(self.cur_reward_sum[new_ids][:, 0].tolist())
+        self.cur_reward_sum[new_ids] = 0
 '''
 
 MLP_TEXT = '''
@@ -132,6 +151,7 @@ class MLP(nn.Sequential):
 '''
 
 RSL_RL = {PPO: PPO_TEXT, ACTOR_CRITIC: ACTOR_CRITIC_TEXT, NORMALIZATION: NORMALIZATION_TEXT, RUNNER: RUNNER_TEXT,
+          LOGGER: LOGGER_TEXT,
           MLP: MLP_TEXT}
 # A later layout (as in rsl-rl-lib 4.x): the policy module and its file are gone.
 RSL_RL_MOVED = {ACTOR_CRITIC: None, PPO: PPO_TEXT.replace('if "time_outs" in extras:', "if False:")}

@@ -74,6 +74,13 @@ def test_every_canonical_key_is_read_from_config_script_wrapper_and_library(repo
     # the env boundary: the wrapper's clip; nothing sets TF32, so torch's float32 default at `import torch`
     assert values["action_bounding"] == "clip" and values["matmul_precision"] == "float32"
     assert lines(x.facts["matmul_precision"]) == {(fx.SCRIPT, line_of(fx.SCRIPT_TEXT, "import torch"))}
+    # the score: the training episodes' returns the logger keeps, logged once per iteration; no resets
+    env = extractor(repos).env("Go1JoystickFlatTerrain")
+    assert (env.value("eval_policy"), env.value("num_resets_per_eval"), env.value("env_steps_between_resets")) == (
+        "training_episodes", 0, 0)
+    assert env.value("eval_interval_env_steps") == 16 * 512  # num_steps_per_env x num_envs
+    assert (fx.LOGGER, line_of(fx.LOGGER_TEXT, "self.rewbuffer.extend")) in lines(env.facts["eval_policy"])
+    assert (fx.RUNNER, line_of(fx.RUNNER_TEXT, "self.env.step(actions)")) in lines(env.facts["num_resets_per_eval"])
     # what each environment decides is left to it; what runs only at run time is an explained unknown
     assert x.facts["episode_length"].is_unknown and x.unknown_keys() == []
     assert x.facts["value_obs_keys"].is_unknown and "observation_size" in x.facts["value_obs_keys"].unknown
@@ -182,3 +189,18 @@ def test_history_refuses_an_slm_variant_on_the_rsl_rl_side(repos, capsys):
                  str(repos["playground"]), "--rsl-rl-repo", str(repos["rsl_rl"]), "-q"]) == 2
     assert capsys.readouterr().err == ("error: --variant is an SLM-Lab spec variant; walk RSL-RL with --family or "
                                        "--env\n")
+
+
+def test_a_runner_that_resets_or_is_missing_leaves_the_evaluation_keys_unknown_naming_the_file(tmp_path):
+    from brax_diff.extractors.rsl_rl.evaluation import read_learn
+    from brax_diff.sources.repository import Repository
+    from gitfixture import make_repo
+
+    resets = fx.RUNNER_TEXT.replace("            self.alg.compute_returns(obs)\n",
+                                    "            obs = self.env.reset()\n            self.alg.compute_returns(obs)\n")
+    make_repo(tmp_path / "a", [{fx.RUNNER: resets, fx.LOGGER: fx.LOGGER_TEXT}])
+    found = read_learn(Repository(tmp_path / "a", "a").resolve("HEAD"))
+    assert found.resets == (line_of(resets, "obs = self.env.reset()"),) and found.why is None
+    make_repo(tmp_path / "b", [{"rsl_rl/__init__.py": ""}])
+    assert read_learn(Repository(tmp_path / "b", "b").resolve("HEAD")).why == (
+        "rsl_rl/runners/on_policy_runner.py defines no OnPolicyRunner.learn at this ref")

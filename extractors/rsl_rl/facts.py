@@ -13,6 +13,7 @@ from brax_diff.facts.model import Extraction, Fact, Finding
 from brax_diff.facts.vocabulary import KEYS, PER_ENVIRONMENT, canonical_activation
 
 from .code import Missing, Read
+from .evaluation import RUNNER, read_learn
 from .interface import interface_facts
 from .library import Library
 from .params import PARAMS_FUNCTION, Config, ParamsFunction
@@ -261,6 +262,43 @@ class Facts:
         self.episode_length()
         self.obs_keys()
         self.physics()
+        self.evaluation()
+
+    def evaluation(self) -> None:
+        """How the run is scored and reset: OnPolicyRunner.learn (:mod:`.evaluation`)."""
+        snapshot = self.lib.snapshot
+        learn = read_learn(snapshot)
+        keys = ("num_resets_per_eval", "env_steps_between_resets", "eval_policy", "eval_interval_env_steps")
+        if learn.why is not None:
+            for key in keys:
+                self.unknown(key, Missing(f"{key}: {learn.why}"))
+            return
+        step = Read(None, (snapshot.where(RUNNER, learn.step_line),))
+        if learn.resets:
+            for key in keys[:2]:
+                self.unknown(key, Missing(f"{key}: {RUNNER}: OnPolicyRunner.learn calls self.env.reset, whose "
+                                          "schedule is not read", tuple(snapshot.where(RUNNER, line)
+                                                                         for line in learn.resets)))
+        else:
+            note = "OnPolicyRunner.learn never resets the envs together; each restarts alone at its episode's end"
+            self.put("num_resets_per_eval", 0, step, note=note)
+            self.put("env_steps_between_resets", 0, step, note=note)
+        if learn.collect is None or learn.log_line is None:
+            why = "logs no rewbuffer of episode returns" if learn.collect is None else "logs nothing per iteration"
+            self.unknown("eval_policy", Missing(f"eval_policy: {RUNNER}: OnPolicyRunner.learn {why}", step.lines))
+            self.unknown("eval_interval_env_steps", Missing(f"eval_interval_env_steps: {RUNNER}: OnPolicyRunner."
+                                                            f"learn {why}", step.lines))
+            return
+        logged = Read(None, (snapshot.where(RUNNER, learn.log_line), snapshot.where(*learn.collect)))
+        self.put("eval_policy", "training_episodes", step, logged,
+                 note="the mean return of the training episodes (rewbuffer), logged once per iteration; "
+                      "train_rsl_rl.py runs no evaluation during training")
+        steps, num_envs = self.setting("num_steps_per_env"), self.script.num_envs()
+        if isinstance(steps, Read) and isinstance(num_envs, Read):
+            self.put("eval_interval_env_steps", steps.value * num_envs.value, steps, num_envs, logged,
+                     note="one iteration between two logs: num_steps_per_env x num_envs")
+        else:
+            self.unknown("eval_interval_env_steps", steps if isinstance(steps, Missing) else num_envs)
 
     def action_repeat(self) -> None:
         found = self.script.wrapper_argument(self.wrapper, "action_repeat")
