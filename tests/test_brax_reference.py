@@ -41,6 +41,11 @@ _LEARNING_RATE = flags.DEFINE_float("learning_rate", 5e-4, "Learning rate.")
 _UNROLL_LENGTH = flags.DEFINE_integer("unroll_length", 10, "Unroll length.")
 _POLICY_LAYERS = flags.DEFINE_string("policy_hidden_layer_sizes", None, "Policy layers.")
 _VALUE_OBS_KEY = flags.DEFINE_string("value_obs_key", None, "Critic inputs.")
+_PLAYGROUND_CONFIG_OVERRIDES = flags.DEFINE_string(
+    "playground_config_overrides",
+    None,
+    "Overrides for the playground env config.",
+)
 
 
 def main(unused_argv):
@@ -112,6 +117,16 @@ def test_train_defaults_are_the_signature_alone(repos):
     assert (facts.value("num_envs"), facts.value("unroll_length"), facts.value("episode_length")) == (4, 8, 1000)
     assert facts.value("discount") == 0.99 and facts.value("learning_rate") == 3e-4
     assert facts.facts["training_env_steps"].is_unknown  # num_timesteps has no default
+
+
+def test_learner_runs_the_environment_as_its_own_config_says_at_the_overrides_default(repos):
+    # --playground_config_overrides defaults to None: the environment's own config gives the backend.
+    learner = extractor(repos, "learner").env("BallInCup").facts["physics_backend"]
+    params = extractor(repos, "params").env("BallInCup").facts["physics_backend"]
+    assert (learner.value, learner.unknown) == (params.value, params.unknown)
+    assert "get_default_config('BallInCup')" in learner.unknown  # this fixture's registry gives no config to read
+    assert (LEARNER_PATH, bfx.line_of(LEARNER, "_PLAYGROUND_CONFIG_OVERRIDES = ")) in {
+        (p.path, p.line) for p in learner.provenance}
 
 
 def test_report_names_the_reference_and_refuses_an_unknown_one(repos, capsys, tmp_path):

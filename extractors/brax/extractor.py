@@ -225,9 +225,14 @@ class BraxExtractor:
         facts, derived_findings = self.code.facts(written, network, "defaults" if family is None else "config")
         for fact in facts:
             extraction.add(fact)
-        env_configs = self._env_configs if self.reference == "params" else None  # only the params read env configs
+        # The params read each environment's config, and so does learner.py (its env takes its own
+        # default config unless --playground_config_overrides is given).
+        if self.reference == "learner" and env is not None and self.playground is not None \
+                and self._env_configs is None:
+            self._env_configs = EnvConfigs(self.playground)
+        env_configs = self._env_configs if self.reference in ("params", "learner") else None
         for fact in setup_facts(train, network, family=family, env=env, env_configs=env_configs,
-                                reference=self.reference, impl=impl):
+                                reference=self.reference, impl=impl, learner=self.brax):
             # A setup key the code does not let us read gets its finding; a family's per-environment
             # keys are left to the environments (not unread).
             if fact.is_unknown and (env is not None or fact.key not in PER_ENVIRONMENT):

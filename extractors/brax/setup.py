@@ -26,14 +26,18 @@ EVAL_INTERVAL_INPUTS = ("num_timesteps", "num_evals", "num_resets_per_eval", "ba
 
 
 def setup_facts(train: Scope, network: Scope, *, family: str | None, env: str | None,
-                env_configs: EnvConfigs | None, reference: str = "params", impl: Setting | None = None) -> list[Fact]:
-    """``impl``: the backend a training script forces on the environment (train-script)."""
+                env_configs: EnvConfigs | None, reference: str = "params", impl: Setting | None = None,
+                learner=None) -> list[Fact]:
+    """``impl``: the backend a training script forces on the environment (train-script);
+    ``learner``: Brax's snapshot, whose learner.py builds the environment (learner)."""
     out = [_fact(key, train.get(name), f"train({name}=...)") for key, name in FROM_TRAIN.items()]
     out += [_fact(key, network.get(name), f"make_ppo_networks({name}=...)") for key, name in FROM_NETWORK.items()]
     out += evaluation_facts(train)
     out.append(_training_env_steps(train))
     if reference == "train-script" and env is not None:
         out.append(_fact("physics_backend", impl, "registry.load(config_overrides={'impl': ...})"))
+    elif reference == "learner" and env is not None:
+        out.append(_learner_physics(family, env, env_configs, learner))
     elif reference != "params":  # the environment's own config is read for Playground's configs only
         out.append(Fact("physics_backend", None, (), unknown=f"physics_backend: the {reference} reference runs the "
                                                             "environment as its own config says, which it does not read"))
@@ -67,6 +71,29 @@ def _physics(family: str | None, env: str | None, env_configs: EnvConfigs | None
         return Fact("physics_backend", None, found.provenance, unknown=f"physics_backend: {found.unknown}")
     return Fact("physics_backend", str(found.value), found.provenance,
                 f"{env}'s default config (impl); Playground's learning/train_jax_ppo.py overrides it with --impl")
+
+
+LEARNER = "brax/training/learner.py"
+_OVERRIDES_FLAG = re.compile(r"DEFINE_string\(\s*['\"]playground_config_overrides['\"],\s*None\s*,")
+
+
+def _learner_physics(family: str | None, env: str, env_configs: EnvConfigs | None, brax) -> Fact:
+    """learner.py loads a Playground env with ``config_overrides`` from ``--playground_config_overrides``;
+    at its default (None) the env's own config decides, as for Playground's configs."""
+    text = brax.read(LEARNER) if brax is not None and brax.exists(LEARNER) else ""
+    found = _OVERRIDES_FLAG.search(text)
+    if found is None:
+        return Fact("physics_backend", None, (), unknown=f"physics_backend: {LEARNER}'s --playground_config_overrides "
+                                                         "default is not None (or not found): the overrides it "
+                                                         "passes are not read")
+    line = text.count("\n", 0, found.start()) + 1
+    fact = _physics(family, env, env_configs)
+    at = (*fact.provenance, brax.where(LEARNER, line))
+    if fact.is_unknown:
+        return Fact("physics_backend", None, at, unknown=fact.unknown)
+    return Fact("physics_backend", fact.value, at, f"{env}'s default config (impl): learner.py's "
+                "--playground_config_overrides is None by default (Playground's maintainers pass "
+                "'{\"impl\": \"jax\"}' for the Humanoid targets, mujoco_playground#171)")
 
 
 MJX_ENV = "mujoco_playground/_src/mjx_env.py"
