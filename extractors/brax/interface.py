@@ -18,7 +18,7 @@ import ast
 from brax_diff.facts.model import Fact
 
 from ..playground.env_step import parse
-from ..playground.interface import STEP_KEYS, env_facts, final_observation_fact
+from ..playground.interface import STEP_KEYS, env_facts, final_observation_through
 from ..precision import jax_precision
 
 DISTRIBUTIONS = "brax/training/distribution.py"
@@ -108,19 +108,8 @@ def matmul_precision(brax, playground, reference: str) -> Fact:
 
 
 def final_observation(brax, playground, reference: str) -> Fact:
-    key = "final_observation"
     snapshot, script = _script(brax, playground, reference)
-    if playground is None or snapshot is None:
-        return Fact(key, None, (), unknown=f"{key}: the training wrapper is Playground's, and no Playground "
-                                           "repository is read")
-    text = snapshot.read(script) if snapshot.exists(script) else ""
-    line = next((i + 1 for i, t in enumerate(text.splitlines()) if "wrap_for_brax_training" in t), None)
-    if line is None:
-        return Fact(key, None, (), unknown=f"{key}: {script} does not name wrap_for_brax_training: which wrapper "
-                                           "Brax's trainer steps is not read")
-    fact = final_observation_fact(playground, f"Brax's trainer steps it ({script}:{line} passes "
-                                              "wrap_for_brax_training)")
-    return Fact(key, fact.value, (*fact.provenance, snapshot.where(script, line)), fact.note, unknown=fact.unknown)
+    return final_observation_through(snapshot, script, playground, "Brax's trainer", needle="wrap_for_brax_training")
 
 
 def interface_facts(brax, playground, distribution: Fact | None, reference: str, env: str | None,

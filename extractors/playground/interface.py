@@ -57,3 +57,22 @@ def final_observation_fact(snapshot, who: str) -> Fact:
     if found.unknown is not None:
         return Fact("final_observation", None, found.provenance, unknown=f"final_observation: {found.unknown}")
     return Fact("final_observation", found.value, found.provenance, f"{found.note}; {who}")
+
+
+def final_observation_through(snapshot, path: str, playground, who: str, needle: str = "wrap_for_brax_training(") \
+        -> Fact:
+    """``final_observation`` for a side whose ``path`` (in ``snapshot``) builds or passes Playground's
+    ``wrap_for_brax_training`` (``needle``): Playground's answer, with that line. ``who`` names the
+    side's code for the note."""
+    key = "final_observation"
+    text = snapshot.read(path) if snapshot is not None and snapshot.exists(path) else ""
+    line = next((i + 1 for i, t in enumerate(text.splitlines()) if needle in t), None)
+    if line is None:
+        return Fact(key, None, (), unknown=f"{key}: {path} does not name wrap_for_brax_training: the training "
+                                           "wrapper is not read")
+    at = snapshot.where(path, line)
+    if playground is None:
+        return Fact(key, None, (at,), unknown=f"{key}: {who} steps Playground's wrap_for_brax_training, and no "
+                                              "Playground repository is read")
+    fact = final_observation_fact(playground, f"{who} steps it ({path}:{line})")
+    return Fact(key, fact.value, (*fact.provenance, at), fact.note, unknown=fact.unknown)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from brax_diff.facts.model import Fact
 
 from ..playground.env_step import read_wrapper_action
-from ..playground.interface import STEP_KEYS, env_facts, final_observation_fact
+from ..playground.interface import STEP_KEYS, env_facts, final_observation_through
 from ..precision import import_line, torch_precision
 from .script import SCRIPT, WRAPPER, WRAPPER_CLASS
 
@@ -36,15 +36,7 @@ def matmul_precision(rsl_rl, playground) -> Fact:
 
 
 def final_observation(playground) -> Fact:
-    key = "final_observation"
-    text = playground.read(WRAPPER) if playground.exists(WRAPPER) else ""
-    line = next((i + 1 for i, t in enumerate(text.splitlines()) if "wrap_for_brax_training(" in t), None)
-    if line is None:
-        return Fact(key, None, (), unknown=f"{key}: {WRAPPER} does not call wrap_for_brax_training: the training "
-                                           "wrapper is not read")
-    fact = final_observation_fact(playground, f"{WRAPPER_CLASS} steps it ({WRAPPER}:{line})")
-    return Fact(key, fact.value, (*fact.provenance, playground.where(WRAPPER, line)), fact.note,
-                unknown=fact.unknown)
+    return final_observation_through(playground, WRAPPER, playground, WRAPPER_CLASS)
 
 
 def interface_facts(rsl_rl, playground, family: str, env: str | None) -> list[Fact]:

@@ -18,7 +18,7 @@ import re
 from brax_diff.facts.model import Fact
 
 from ..playground.env_step import parse, read_wrapper_action
-from ..playground.interface import ENV_KEYS, env_facts, final_observation_fact
+from ..playground.interface import ENV_KEYS, env_facts, final_observation_through
 from ..precision import torch_precision
 
 PLAYGROUND_ENV = "slm_lab/env/playground.py"
@@ -80,19 +80,7 @@ def matmul_precision(snapshot) -> Fact:
 
 
 def final_observation(snapshot, playground) -> Fact:
-    key = "final_observation"
-    text = snapshot.read(PLAYGROUND_ENV) if snapshot.exists(PLAYGROUND_ENV) else ""
-    line = next((i + 1 for i, t in enumerate(text.splitlines()) if "wrap_for_brax_training(" in t), None)
-    if line is None:
-        return Fact(key, None, (), unknown=f"{key}: {PLAYGROUND_ENV} does not call wrap_for_brax_training: the "
-                                           "training wrapper is not read")
-    if playground is None:
-        return Fact(key, None, (snapshot.where(PLAYGROUND_ENV, line),),
-                    unknown=f"{key}: PlaygroundVecEnv steps Playground's wrap_for_brax_training, and no Playground "
-                            "repository is read")
-    fact = final_observation_fact(playground, f"PlaygroundVecEnv steps it ({PLAYGROUND_ENV}:{line})")
-    return Fact(key, fact.value, (*fact.provenance, snapshot.where(PLAYGROUND_ENV, line)), fact.note,
-                unknown=fact.unknown)
+    return final_observation_through(snapshot, PLAYGROUND_ENV, playground, "PlaygroundVecEnv")
 
 
 def variant_facts(snapshot) -> list[Fact]:
