@@ -38,8 +38,8 @@ K = int(numbers[0]) if numbers else (budget // settings.transitions_per_update i
 seed = 0
 env = PlaygroundVecEnv("CartpoleBalance", settings.num_envs, "cpu", settings.episode_length)
 horizon = ppo_torch.schedule_updates(settings, budget)
-torch.manual_seed(seed)
-shuffles = ppo_torch._generator(seed, 3)
+torch.manual_seed(ppo_torch.stream_seed(seed, "action_noise"))  # as ppo_torch.train seeds its streams
+shuffles = ppo_torch.seeded_generator(seed, "minibatch_shuffle")
 agent = ppo_torch.PPO(settings, env.obs_size, env.action_size, horizon, "cpu", seed)
 obs = agent.observe(env.reset(seed))
 
