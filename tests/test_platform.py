@@ -12,14 +12,19 @@ from verify_fixtures import synthetic_result  # noqa: E402
 from brax_diff.verify import platform  # noqa: E402
 from brax_diff.verify.cache import RunCache  # noqa: E402
 
-CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\nflags\t: fpu\n"
+CPUINFO = ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480C\n"
+           "flags\t: fpu sse2 avx512f fma avx2 ht amx_tile\n")
 
 
 def test_the_cpu_model_is_read_from_cpuinfo():
     assert platform.cpu_model(CPUINFO) == "Intel(R) Xeon(R) Platinum 8480C"
+    assert platform.cpu_simd(CPUINFO) == "amx_tile avx2 avx512f fma sse2"  # the kernels' features, sorted
+    assert platform.cpu_simd("model name\t: X\n") == "unknown"
     described = platform.describe()
-    assert set(described) == {"cpu", "accelerator", "python", "machine", "packages"}
-    assert set(described["packages"]) == {"brax", "jax", "jaxlib", "numpy", "torch"}
+    assert set(described) == {"cpu", "cpu_simd", "accelerator", "python", "machine", "packages"}
+    # the physics packages too: MuJoCo's builds change a run's floating-point path
+    assert set(described["packages"]) == {"brax", "jax", "jaxlib", "mujoco", "mujoco-mjx", "numpy", "playground",
+                                          "torch"}
 
 
 def test_a_run_from_another_platform_is_another_run(tmp_path):

@@ -10,6 +10,7 @@ Read without importing torch or jax (package metadata and /proc only).
 from __future__ import annotations
 
 import platform as _platform
+import re
 import shutil
 import subprocess
 from functools import lru_cache
@@ -17,7 +18,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("brax", "jax", "jaxlib", "numpy", "torch")
+# The physics packages too: a run steps Playground's env through MuJoCo (MJX), whose builds change
+# the floating-point path as much as torch's do.
+PACKAGES = ("brax", "jax", "jaxlib", "mujoco", "mujoco-mjx", "numpy", "playground", "torch")
+# CPU features that choose the floating-point kernels (the same model name can ship with some off).
+SIMD = re.compile(r"^(sse\d?\w*|ssse3|avx\w*|fma\w*|amx\w*|f16c)$")
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
@@ -32,6 +37,20 @@ def cpu_model(cpuinfo: str | None = None) -> str:
         if name.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
             return value.strip()
     return _platform.processor() or "unknown"
+
+
+def cpu_simd(cpuinfo: str | None = None) -> str:
+    """The SIMD features of the first CPU in /proc/cpuinfo's ``flags`` line, sorted ("unknown": none read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return " ".join(sorted(f for f in value.split() if SIMD.match(f))) or "none"
+    return "unknown"
 
 
 def accelerator() -> str:
@@ -60,5 +79,5 @@ def package_versions() -> dict[str, str | None]:
 @lru_cache(maxsize=1)
 def describe() -> dict[str, Any]:
     """``platform`` of verify.json and of the run cache's identity."""
-    return {"cpu": cpu_model(), "accelerator": accelerator(), "python": _platform.python_version(),
-            "machine": _platform.machine(), "packages": package_versions()}
+    return {"cpu": cpu_model(), "cpu_simd": cpu_simd(), "accelerator": accelerator(),
+            "python": _platform.python_version(), "machine": _platform.machine(), "packages": package_versions()}
