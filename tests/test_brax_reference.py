@@ -207,6 +207,22 @@ def schedule_extractor(root, reference: str, files: dict) -> BraxExtractor:
     return extractor({"brax": root / "brax", "playground": root / "playground"}, reference)
 
 
+def test_learner_schedule_none_is_a_constant_rate_and_statistics_update_before_sgd(tmp_path):
+    facts = schedule_extractor(tmp_path, "learner", {OPTIMIZER_PATH: OPTIMIZER}).env("BallInCup")
+    assert (facts.value("lr_schedule"), facts.value("lr_final_factor")) == ("constant", 1.0)
+    assert not facts.facts["lr_decay_steps"].is_unknown and facts.value("lr_decay_steps") is None
+    lines = {(p.path, p.line) for p in facts.facts["lr_schedule"].provenance}
+    assert (OPTIMIZER_PATH, bfx.line_of(OPTIMIZER, 'NONE = "NONE"')) in lines  # the member the flag defaults to
+    assert (LEARNER_PATH, bfx.line_of(LEARNER_SCHEDULE, '"ppo_learning_rate_schedule",')) in lines  # the flag
+    assert (bfx.TRAIN, bfx.line_of(TRAIN_SCHEDULE, "lr_schedule = learning_rate_schedule or")) in lines
+    # train() decides lr_is_adaptive_kl from the member: the update before the SGD scan runs, the one after not.
+    assert facts.value("obs_normalization") is True
+    assert facts.value("obs_norm_update") == "per_batch_before_sgd"
+    update_lines = {p.line for p in facts.facts["obs_norm_update"].provenance if p.path == bfx.TRAIN}
+    assert bfx.line_of(TRAIN_SCHEDULE, "running_statistics.update(", 1) in update_lines
+    assert bfx.line_of(TRAIN_SCHEDULE, "running_statistics.update(", 2) not in update_lines
+
+
 def test_learner_schedule_not_decided_is_unknown_not_other(tmp_path):
     # Without the optimizer module the flag's default is an opaque name: no schedule is read.
     facts = schedule_extractor(tmp_path, "learner", {}).env("BallInCup")
