@@ -416,6 +416,48 @@ def test_playground_observation_kind_is_what_each_envs_reset_returns(repos):
     assert observation_of(configs, "NoSuchEnv").unknown == "no Playground registry gives a config for 'NoSuchEnv'"
 
 
+# SLM-Lab's _get_obs before c1d3ab9d: a dict observation's groups concatenated, in key order.
+SLM_PLAYGROUND_CONCAT = SLM_PLAYGROUND.replace(
+    'obs = obs.get("state", jnp.concatenate([obs[k] for k in sorted(obs)], axis=-1))',
+    "arrays = [obs[k] for k in sorted(obs.keys())]\n            obs = jnp.concatenate(arrays, axis=-1)")
+assert SLM_PLAYGROUND_CONCAT != SLM_PLAYGROUND
+
+
+def test_slm_observation_keys_follow_whether_the_envs_observation_is_a_dict(repos, tmp_path):
+    extractor = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH, playground=snapshot(repos, "playground"))
+    get_obs = ("playground.py", bfx.line_of(SLM_PLAYGROUND, "def _get_obs(self, state):"))
+    pick = extractor.setup("ppo_fx", "PandaPickCube")  # an array: handed on unchanged, the vocabulary's state
+    assert (pick.value("policy_obs_keys"), pick.value("value_obs_keys")) == ("state", "state")
+    assert pick.facts["policy_obs_keys"].note == ("PlaygroundVecEnv._get_obs hands playground/PandaPickCube's array "
+                                                  "observation on unchanged; both networks take it")
+    assert where(pick.facts["policy_obs_keys"]) == sorted(
+        [get_obs, ("pick.py", bfx.line_of(PICK, "return jp.concatenate([data.qpos, data.qvel])"))])
+    go1 = extractor.setup("ppo_fx", "Go1JoystickFlatTerrain")  # a dict: obs.get("state", ...)
+    assert (go1.value("policy_obs_keys"), go1.value("value_obs_keys")) == ("state", "state")
+    assert "keeps obs['state'] of playground/Go1JoystickFlatTerrain's dict observation" in \
+        go1.facts["value_obs_keys"].note
+    # The older _get_obs concatenates a dict's groups: no one group; an array still passes unchanged.
+    make_repo(tmp_path / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: SLM_PLAYGROUND_CONCAT}])
+    older = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH,
+                         playground=snapshot(repos, "playground"))
+    assert older.setup("ppo_fx", "PandaPickCube").value("policy_obs_keys") == "state"
+    fact = older.setup("ppo_fx", "Go1JoystickFlatTerrain").facts["policy_obs_keys"]
+    assert fact.value is None
+    assert "PlaygroundVecEnv._get_obs gives numpy.asarray(jax.numpy.concatenate([observation.privileged_state, " \
+           "observation.state], axis=-1)) for playground/Go1JoystickFlatTerrain's dict observation (groups " \
+           "privileged_state, state)" in fact.unknown
+
+
+def test_slm_observation_keys_without_playground_are_unknown_not_a_dict_guessed(repos):
+    pick = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH).setup("ppo_fx", "PandaPickCube")
+    for key in ("policy_obs_keys", "value_obs_keys"):
+        assert pick.facts[key].is_unknown
+        assert "depends on whether playground/PandaPickCube's observation is a dict or an array, which " \
+               "Playground's code decides (its env's reset), and no Playground repository is given" in \
+               pick.facts[key].unknown
+    assert any(f.key == "policy_obs_keys" and f.kind == "pattern_not_found" for f in pick.findings)
+
+
 def test_slm_budget_is_max_frame_from_the_command_line(repos):
     slm = snapshot(repos, "slm")
     unset = SlmExtractor(slm, sfx.SPEC_PATH).variant("ppo_fx").facts["training_env_steps"]

@@ -174,7 +174,7 @@ class SlmExtractor:
             libraries = self._env_configs.registry_model()
             extraction.sources["playground"] = self.playground.info()
         run = SlmRun(self.snapshot, spec, f"playground/{env}", libraries)
-        SetupFacts(self.snapshot, run, env, extraction, knows_playground=libraries is not None).build()
+        SetupFacts(self.snapshot, run, env, extraction, playground=self._env_configs if libraries else None).build()
         self._run_length(spec, extraction)
         return extraction
 
