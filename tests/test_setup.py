@@ -448,6 +448,17 @@ def test_slm_observation_keys_follow_whether_the_envs_observation_is_a_dict(repo
            "privileged_state, state)" in fact.unknown
 
 
+def test_slm_observation_keys_of_an_env_built_with_its_own_config_are_unknown(repos, tmp_path):
+    built = SLM_PLAYGROUND.replace("pg_registry.load(env_name, config_overrides=",
+                                   "pg_registry.load(env_name, config=_my_config(), config_overrides=")
+    assert built != SLM_PLAYGROUND
+    make_repo(tmp_path / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: built}])
+    pick = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH,
+                        playground=snapshot(repos, "playground")).setup("ppo_fx", "PandaPickCube")
+    fact = pick.facts["policy_obs_keys"]
+    assert fact.value is None and "is given a config of its own, which is not read" in fact.unknown
+
+
 def test_slm_observation_keys_without_playground_are_unknown_not_a_dict_guessed(repos):
     pick = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH).setup("ppo_fx", "PandaPickCube")
     for key in ("policy_obs_keys", "value_obs_keys"):

@@ -115,6 +115,12 @@ class SetupFacts:
                                   "observation is a dict or an array, which Playground's code decides (its env's "
                                   "reset), and no Playground repository is given", at)
             return
+        if load is None or "config" in load.kwargs or len(load.args) > 1:
+            why = (f"no registry.load call builds playground/{self.env}" if load is None else
+                   f"registry.load at {load.path}:{load.line} is given a config of its own, which is not read")
+            for key in keys:
+                self.unknown(key, f"what PlaygroundVecEnv._get_obs keeps depends on the env's observation: {why}", at)
+            return
         observation = observation_of(self.playground, self.env, self._overrides(load))
         if observation.kind is None:
             for key in keys:
