@@ -654,6 +654,7 @@ def make_env(spec):
 '''
 
 PLAYGROUND = '''
+import jax
 import jax.numpy as jnp
 import numpy as np
 from mujoco_playground import registry as pg_registry
@@ -680,6 +681,7 @@ class PlaygroundVecEnv:
         self._env = pg_wrapper.wrap_for_brax_training(
             self._base_env, episode_length=episode_length, action_repeat=action_repeat
         )
+        self._jit_step = jax.jit(self._env.step)
 
     def _get_obs(self, state):
         obs = state.obs
@@ -689,9 +691,18 @@ class PlaygroundVecEnv:
 
     def step(self, actions):
         self._state = self._jit_step(self._state, actions)
+        obs = self._get_obs(self._state)
         rewards = np.asarray(self._state.reward).astype(np.float32)
         dones = np.asarray(self._state.done).astype(bool)
-        return self._state.obs, rewards, dones, dones, {}
+        # Brax's EpisodeWrapper sets state.info["truncation"] (1 at the time limit)
+        truncation = self._state.info.get("truncation", None)
+        if truncation is not None:
+            truncated = np.asarray(truncation).astype(bool)
+            terminated = dones & ~truncated
+        else:
+            terminated = dones
+            truncated = np.zeros_like(dones, dtype=bool)
+        return obs, rewards, terminated, truncated, {}
 '''
 
 WRAPPERS = '''

@@ -160,6 +160,99 @@ def test_a_learner_script_the_engine_cannot_follow_is_one_error_line(tmp_path, c
         broken.env("BallInCup")
 
 
+# train()'s learning-rate schedule as Brax writes it today (hand-written in its shape): a
+# learning_rate_schedule parameter turned into an LRSchedule member, and the running statistics
+# updated before the SGD scan unless the schedule is the adaptive-KL one (then after it).
+OPTIMIZER_PATH = "brax/training/agents/ppo/optimizer.py"
+OPTIMIZER = '''
+"""Fixture PPO optimizer helpers: the learning-rate schedules train() accepts."""
+import enum
+
+
+class LRSchedule(enum.Enum):
+  NONE = "NONE"
+  ADAPTIVE_KL = "ADAPTIVE_KL"
+'''
+UPDATE_BEFORE = """    normalizer_params = running_statistics.update(normalizer_params, data.observation)
+    carry, metrics = jax.lax.scan(
+        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),
+        carry, (), length=num_updates_per_batch)
+"""
+TRAIN_SCHEDULE = (TRAIN
+                  .replace("    normalize_advantage: bool = True,\n",
+                           "    normalize_advantage: bool = True,\n    learning_rate_schedule=None,\n")
+                  .replace("from brax.training.agents.ppo import networks as ppo_networks\n",
+                           "from brax.training.agents.ppo import networks as ppo_networks\n"
+                           "from brax.training.agents.ppo import optimizer as ppo_optimizer\n")
+                  .replace("  optimizer = optax.adam(learning_rate=learning_rate)\n",
+                           "  optimizer = optax.adam(learning_rate=learning_rate)\n"
+                           "  lr_schedule = learning_rate_schedule or ppo_optimizer.LRSchedule.NONE\n"
+                           "  lr_schedule = ppo_optimizer.LRSchedule(lr_schedule)\n"
+                           "  lr_is_adaptive_kl = lr_schedule == ppo_optimizer.LRSchedule.ADAPTIVE_KL\n")
+                  .replace(UPDATE_BEFORE,
+                           "    if not lr_is_adaptive_kl:\n"
+                           "      normalizer_params = running_statistics.update(normalizer_params, data.observation)\n"
+                           "    carry, metrics = jax.lax.scan(\n"
+                           "        functools.partial(sgd_step, data=data, normalizer_params=normalizer_params),\n"
+                           "        carry, (), length=num_updates_per_batch)\n"
+                           "    if lr_is_adaptive_kl:\n"
+                           "      normalizer_params = running_statistics.update(normalizer_params, data.observation)\n"))
+assert TRAIN_SCHEDULE.count("lr_is_adaptive_kl") == 3
+# learner.py's schedule flag: an enum_class flag whose default is LRSchedule.NONE, with observation
+# normalization on (its default upstream).
+LEARNER_SCHEDULE = (LEARNER
+                    .replace("from brax.training.agents.ppo import networks as ppo_networks\n",
+                             "from brax.training.agents.ppo import networks as ppo_networks\n"
+                             "from brax.training.agents.ppo import optimizer as ppo_optimizer\n")
+                    .replace('_VALUE_OBS_KEY = flags.DEFINE_string("value_obs_key", None, "Critic inputs.")\n',
+                             '_VALUE_OBS_KEY = flags.DEFINE_string("value_obs_key", None, "Critic inputs.")\n'
+                             '_NORMALIZE_OBSERVATIONS = flags.DEFINE_boolean("normalize_observations", True, "Norm.")\n'
+                             "_PPO_LEARNING_RATE_SCHEDULE = flags.DEFINE_enum_class(\n"
+                             '    "ppo_learning_rate_schedule",\n'
+                             "    ppo_optimizer.LRSchedule.NONE,\n"
+                             "    ppo_optimizer.LRSchedule,\n"
+                             '    "Learning rate schedule for PPO.",\n'
+                             ")\n")
+                    .replace("        network_factory=network_factory,\n",
+                             "        network_factory=network_factory,\n"
+                             "        normalize_observations=_NORMALIZE_OBSERVATIONS.value,\n"
+                             "        learning_rate_schedule=_PPO_LEARNING_RATE_SCHEDULE.value,\n"))
+assert LEARNER_SCHEDULE.count("_PPO_LEARNING_RATE_SCHEDULE") == 2
+
+
+def schedule_extractor(root, reference: str, files: dict) -> BraxExtractor:
+    make_repo(root / "brax", [{**bfx.BRAX_OLD, bfx.TRAIN: TRAIN_SCHEDULE, LEARNER_PATH: LEARNER_SCHEDULE, **files}])
+    make_repo(root / "playground", [playground_files()])
+    return extractor({"brax": root / "brax", "playground": root / "playground"}, reference)
+
+
+def test_learner_schedule_none_is_a_constant_rate_and_statistics_update_before_sgd(tmp_path):
+    facts = schedule_extractor(tmp_path, "learner", {OPTIMIZER_PATH: OPTIMIZER}).env("BallInCup")
+    assert (facts.value("lr_schedule"), facts.value("lr_final_factor")) == ("constant", 1.0)
+    assert not facts.facts["lr_decay_steps"].is_unknown and facts.value("lr_decay_steps") is None
+    lines = {(p.path, p.line) for p in facts.facts["lr_schedule"].provenance}
+    assert (OPTIMIZER_PATH, bfx.line_of(OPTIMIZER, 'NONE = "NONE"')) in lines  # the member the flag defaults to
+    assert (LEARNER_PATH, bfx.line_of(LEARNER_SCHEDULE, '"ppo_learning_rate_schedule",')) in lines  # the flag
+    assert (bfx.TRAIN, bfx.line_of(TRAIN_SCHEDULE, "lr_schedule = learning_rate_schedule or")) in lines
+    # train() decides lr_is_adaptive_kl from the member: the update before the SGD scan runs, the one after not.
+    assert facts.value("obs_normalization") is True
+    assert facts.value("obs_norm_update") == "per_batch_before_sgd"
+    update_lines = {p.line for p in facts.facts["obs_norm_update"].provenance if p.path == bfx.TRAIN}
+    assert bfx.line_of(TRAIN_SCHEDULE, "running_statistics.update(", 1) in update_lines
+    assert bfx.line_of(TRAIN_SCHEDULE, "running_statistics.update(", 2) not in update_lines
+
+
+def test_learner_schedule_not_decided_is_unknown_not_other(tmp_path):
+    # Without the optimizer module the flag's default is an opaque name: no schedule is read.
+    facts = schedule_extractor(tmp_path, "learner", {}).env("BallInCup")
+    for key in ("lr_schedule", "lr_final_factor", "lr_decay_steps"):
+        assert facts.facts[key].is_unknown, key
+    assert "learning_rate_schedule = brax.training.agents.ppo.optimizer.LRSchedule.NONE is not a value the " \
+           "extractor decides" in facts.facts["lr_schedule"].unknown
+    assert facts.facts["obs_norm_update"].is_unknown  # train()'s condition on the schedule is not decided either
+    assert "depending on a condition not decided here" in facts.facts["obs_norm_update"].unknown
+
+
 # Playground's training script: flags change the config only when given; the environment is
 # built with the script's --impl. (Written by hand in the script's shape.)
 SCRIPT = '''

@@ -105,9 +105,12 @@ def test_the_residual_splits_code_changes_from_differences_a_fix_introduced(upst
                                           "action_bounding"}
     # PlaygroundVecEnv.step sends the raw sample: no spec key bounds it
     assert [w["path"] for w in groups["code_change"]["action_bounding"]["where"]] == ["slm_lab/env/playground.py"]
-    # a code change names the SLM-Lab code that decides it
-    assert [w["path"] for w in groups["code_change"]["truncation"]["where"]] == [
-        "slm_lab/agent/algorithm/actor_critic.py", "slm_lab/env/playground.py", "slm_lab/lib/math_util.py"]
+    # a code change names the SLM-Lab code that decides it (its first lines: the GAE call, the env's
+    # auto-reset and the done flag its step hands on as terminated)
+    assert [(w["path"], w["line"]) for w in groups["code_change"]["truncation"]["where"]] == [
+        ("slm_lab/agent/algorithm/actor_critic.py", fx.line_of(fx.ACTOR_CRITIC, "math_util.calc_gaes(")),
+        ("slm_lab/env/playground.py", fx.line_of(fx.PLAYGROUND, "wrap_for_brax_training(")),
+        ("slm_lab/env/playground.py", fx.line_of(fx.PLAYGROUND, "dones = np.asarray("))]
     # a fix written that the code does not take is a code change too, with what reading it back showed
     assert "does not take" in groups["code_change"]["action_distribution"]["why"]
     assert "NormalTanh" in groups["code_change"]["action_distribution"]["why"]

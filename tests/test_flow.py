@@ -337,3 +337,48 @@ def test_an_enum_called_with_a_members_value_is_that_member(tmp_path):
     assert plain(engine.call(adaptive, const(None))) is False
     assert plain(engine.call(adaptive, const("ADAPTIVE"))) is True
     assert not flow.is_const(engine.call(adaptive, sym("param", "name")))  # a value not known stays undecided
+
+
+def test_an_object_of_a_class_read_is_no_builtin_type(tmp_path):
+    """isinstance(obj, dict) of an object whose class (and its bases) the engine reads is False;
+    a class deriving from a builtin or an external class stays undecided."""
+    shas = make_repo(tmp_path / "repo", [{"pkg/__init__.py": "", "pkg/kinds.py": '''
+import somelib
+
+
+class Plain:
+    pass
+
+
+class Mapping(dict):
+    pass
+
+
+class Outside(somelib.Base):
+    pass
+
+
+def kinds():
+    return isinstance(Plain(), dict), isinstance(Plain(), (int, str)), isinstance(Mapping(), dict), \\
+        isinstance(Outside(), dict)
+'''}])
+    engine = Engine(Loader(Repository(tmp_path / "repo", "x").resolve(shas[0]), ("pkg",)))
+    plain_dict, plain_scalar, mapping, outside = engine.call(
+        engine.lookup(engine.module("pkg.kinds"), "kinds")).data
+    assert (plain(plain_dict), plain(plain_scalar)) == (False, False)
+    assert not flow.is_const(mapping) and not flow.is_const(outside)
+
+def test_two_names_read_from_a_module_that_is_not_there_are_not_the_same_value(tmp_path):
+    """An import of a module the package lacks is one Unknown, and reading or calling it hands the
+    same Unknown back: `==` and `is` of two such names stay undecided, never true."""
+    shas = make_repo(tmp_path / "repo", [{"pkg/__init__.py": "", "pkg/user.py": '''
+from pkg import absent
+
+
+def same(name):
+    schedule = absent.Schedule(name or absent.Schedule.NONE)
+    return schedule == absent.Schedule.ADAPTIVE, schedule is absent.Schedule.ADAPTIVE
+'''}])
+    engine = Engine(Loader(Repository(tmp_path / "repo", "x").resolve(shas[0]), ("pkg",)))
+    equal, same = engine.call(engine.lookup(engine.module("pkg.user"), "same"), const(None)).data
+    assert not flow.is_const(equal) and not flow.is_const(same)

@@ -217,8 +217,9 @@ def test_an_exact_zero_where_every_step_is_clipped_at_zero_is_a_collapse(repos, 
     from test_setup import PICK
 
     pick_path = "mujoco_playground/_src/manipulation/pick.py"
-    clipped = PICK.replace("class PandaPickCube:\n  pass\n", "class PandaPickCube:\n  def step(self, state, action):\n"
-                           "    reward = jp.clip(sum(state.values()), 0.0, 10000.0)\n    return reward\n")
+    clipped = PICK.replace("  def _get_obs(self, data):\n", "  def step(self, state, action):\n"
+                           "    reward = jp.clip(sum(state.values()), 0.0, 10000.0)\n    return reward\n\n"
+                           "  def _get_obs(self, data):\n")
     assert clipped != PICK
     add_commit(repos["playground"], {pick_path: clipped}, message="floor the reward")
     table = ("| ENV | MA | SPEC_NAME | HF Data |\n|---|---|---|---|\n"

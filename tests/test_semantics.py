@@ -70,7 +70,14 @@ ppo_fx_shared:
 MATH_UTIL_NO_LAMBDA = sfx.MATH_UTIL.replace("deltas[t] + gamma * lam * not_terminateds[t] * future",
                                             "deltas[t] + gamma * not_terminateds[t] * future")
 assert MATH_UTIL_NO_LAMBDA != sfx.MATH_UTIL
-SLM = {"base": 0, "dones": 1, "per_minibatch": 2, "no_reset": 3, "no_lambda": 4}
+# SLM-Lab before e6aca181 read the time limit as an attribute of Playground's State, which has none
+# (Brax's EpisodeWrapper writes it to state.info["truncation"]): getattr's default, always.
+PLAYGROUND_GETATTR = sfx.PLAYGROUND.replace('truncation = self._state.info.get("truncation", None)',
+                                            'truncation = getattr(self._state, "truncation", None)')
+# A step that hands on done or truncated as terminated: a shape the reader does not know.
+PLAYGROUND_OR = sfx.PLAYGROUND.replace("terminated = dones & ~truncated", "terminated = np.logical_or(dones, truncated)")
+assert PLAYGROUND_GETATTR != sfx.PLAYGROUND and PLAYGROUND_OR != sfx.PLAYGROUND
+SLM = {"base": 0, "dones": 1, "per_minibatch": 2, "no_reset": 3, "no_lambda": 4, "getattr": 5, "or": 6}
 ALGORITHM_DIR = "slm_lab/agent/algorithm"
 
 
@@ -87,7 +94,9 @@ def repos(tmp_path_factory):
         {f"{ALGORITHM_DIR}/actor_critic.py": ACTOR_CRITIC_DONES},
         {f"{ALGORITHM_DIR}/actor_critic.py": sfx.ACTOR_CRITIC, f"{ALGORITHM_DIR}/ppo.py": PPO_GAE_PER_MINIBATCH},
         {f"{ALGORITHM_DIR}/ppo.py": sfx.PPO, "slm_lab/env/playground.py": PLAYGROUND_NO_RESET},
-        {"slm_lab/env/playground.py": sfx.PLAYGROUND, "slm_lab/lib/math_util.py": MATH_UTIL_NO_LAMBDA}])
+        {"slm_lab/env/playground.py": sfx.PLAYGROUND, "slm_lab/lib/math_util.py": MATH_UTIL_NO_LAMBDA},
+        {"slm_lab/env/playground.py": PLAYGROUND_GETATTR, "slm_lab/lib/math_util.py": sfx.MATH_UTIL},
+        {"slm_lab/env/playground.py": PLAYGROUND_OR}])
     return {"root": root, "brax": brax, "playground": playground, "slm": slm}
 
 
@@ -184,8 +193,15 @@ def test_slm_reads_each_semantic_from_the_code_that_acts(repos):
     assert at(facts["truncation"], "actor_critic.py") == {gae_call}
     assert lines(facts["truncation"], "slm_lab/lib/math_util.py") == {
         sfx.line_of(sfx.MATH_UTIL, "not_terminateds = 1 - terminateds"), sfx.line_of(sfx.MATH_UTIL, "deltas = ")}
+    # The auto-reset, and what step hands on as terminated: done with info["truncation"] taken out.
     assert lines(facts["truncation"], "slm_lab/env/playground.py") == {
-        sfx.line_of(sfx.PLAYGROUND, "wrap_for_brax_training(")}
+        sfx.line_of(sfx.PLAYGROUND, "wrap_for_brax_training("), sfx.line_of(sfx.PLAYGROUND, "dones = np.asarray("),
+        sfx.line_of(sfx.PLAYGROUND, 'truncation = self._state.info.get("truncation", None)'),
+        sfx.line_of(sfx.PLAYGROUND, "if truncation is not None:"),
+        sfx.line_of(sfx.PLAYGROUND, "truncated = np.asarray(truncation)"),
+        sfx.line_of(sfx.PLAYGROUND, "terminated = dones & ~truncated")}
+    assert "done & ~info['truncation'] as terminated" in facts["truncation"].note
+    assert not [f for f in slm_variant(repos, "base").findings if f.key == "truncation"]
     assert at(facts["gae_recompute"], "actor_critic.py") == {gae_call}
     assert at(facts["gae_recompute"], "ppo.py") == {sfx.line_of(sfx.PPO, "util.split_minibatch(")}
     assert lines(facts["grad_clip_scope"], "slm_lab/agent/net/base.py") == {
@@ -213,6 +229,33 @@ def test_slm_gae_on_dones_treats_a_truncation_as_terminal(repos):
     assert facts["truncation"].value == "terminal"
     assert lines(facts["truncation"], f"{ALGORITHM_DIR}/actor_critic.py") == {
         sfx.line_of(ACTOR_CRITIC_DONES, "math_util.calc_gaes(")}
+
+
+def test_slm_time_limit_read_from_an_attribute_playgrounds_state_lacks_is_terminal_with_a_finding(repos):
+    extraction = slm_variant(repos, "getattr")
+    fact = extraction.facts["truncation"]
+    # calc_gaes cuts on terminateds, and step hands on the done flag itself: a time limit is a termination.
+    assert fact.value == "terminal"
+    assert "hands on the state's done flag as terminated" in fact.note
+    getattr_line = sfx.line_of(PLAYGROUND_GETATTR, 'truncation = getattr(self._state, "truncation", None)')
+    assert lines(fact, "slm_lab/env/playground.py") == {
+        getattr_line, sfx.line_of(PLAYGROUND_GETATTR, "if truncation is not None:"),
+        sfx.line_of(PLAYGROUND_GETATTR, "dones = np.asarray(")}
+    found = finding(extraction, "truncation")
+    assert (found.kind, found.severity) == ("always_default", "IMPORTANT")
+    assert [(p.path, p.line) for p in found.provenance] == [("slm_lab/env/playground.py", getattr_line)]
+    assert "Playground's State has no attribute 'truncation'" in found.message
+    assert "state.info['truncation']" in found.message and "every time limit ends as a termination" in found.message
+
+
+def test_slm_terminated_of_another_shape_is_unknown_with_a_finding(repos):
+    extraction = slm_variant(repos, "or")
+    fact = extraction.facts["truncation"]
+    assert fact.value is None
+    assert "calc_gaes cuts its bootstrap on the terminateds the env's step hands on: PlaygroundVecEnv.step returns " \
+           "terminated `numpy.logical_or(" in fact.unknown
+    assert "a shape the extractor does not read" in fact.unknown
+    assert finding(extraction, "truncation").kind == "pattern_not_found"
 
 
 def test_slm_gae_inside_the_minibatch_loop_is_unknown_with_a_finding(repos):

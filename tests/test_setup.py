@@ -30,7 +30,11 @@ assert TRAIN != bfx.TRAIN_OLD
 # Environments' own configs: a literal create(), a config changed after it is made, one from a helper.
 PICK = '''
 """Fixture arm task."""
+import jax.numpy as jp
 from ml_collections import config_dict
+from mujoco import mjx
+
+from mujoco_playground._src import mjx_env
 
 
 def default_config() -> config_dict.ConfigDict:
@@ -42,23 +46,45 @@ def default_config() -> config_dict.ConfigDict:
   )
 
 
-class PandaPickCube:
-  pass
+class PandaPickCube(mjx_env.MjxEnv):
+  """An array observation."""
+
+  def __init__(self, config=default_config(), config_overrides=None):
+    super().__init__(config, config_overrides=config_overrides)
+    self._mjx_model = mjx.put_model(self._mj_model, impl=self._config.impl)
+
+  def reset(self, rng):
+    data = mjx.forward(self._mjx_model, mjx.make_data(self._mjx_model))
+    obs = self._get_obs(data)
+    return mjx_env.State(data, obs, jp.zeros(()), jp.zeros(()), {}, {"rng": rng})
+
+  def _get_obs(self, data):
+    return jp.concatenate([data.qpos, data.qvel])
 '''
 PICK_CARTESIAN = '''
 """Fixture arm task, configured after it is made."""
+import jax.numpy as jp
 from ml_collections import config_dict
+
+from mujoco_playground._src import mjx_env
 
 
 def default_config() -> config_dict.ConfigDict:
-  config = config_dict.create(ctrl_dt=0.02, episode_length=1000, action_repeat=1)
+  config = config_dict.create(ctrl_dt=0.02, episode_length=1000, action_repeat=1, vision=False)
   config.episode_length = 200
   config.action_repeat = 2
   return config
 
 
-class PandaPickCubeCartesian:
-  pass
+class PandaPickCubeCartesian(mjx_env.MjxEnv):
+  """An array observation, pixels in a dict with vision on."""
+
+  def reset(self, rng):
+    data = jp.zeros(3)
+    obs = jp.concatenate([data, data])
+    if self._config.vision:
+      obs = {"pixels/view_0": jp.zeros((64, 64, 3))}
+    return mjx_env.State(data, obs, jp.zeros(()), jp.zeros(()), {}, {})
 '''
 MANIP_REGISTRY = '''
 """Fixture registry of an arm family, with its configs."""
@@ -81,6 +107,13 @@ def get_default_config(env_name: str) -> config_dict.ConfigDict:
   if env_name not in _cfgs:
     raise ValueError(f"Env {env_name} not found")
   return _cfgs[env_name]()
+
+
+def load(env_name, config=None, config_overrides=None):
+  if env_name not in _envs:
+    raise ValueError(f"Env {env_name} not found")
+  config = config or get_default_config(env_name)
+  return _envs[env_name](config=config, config_overrides=config_overrides)
 '''
 MANIP_PARAMS = '''
 """Fixture tuned configs for an arm family."""
@@ -114,7 +147,10 @@ GO1 = '''
 """Fixture legged task: its config comes from a helper, and reads a file for one field."""
 import json
 
+import jax.numpy as jp
 from ml_collections import config_dict
+
+from mujoco_playground._src import mjx_env
 
 
 def _base() -> config_dict.ConfigDict:
@@ -127,8 +163,22 @@ def default_config() -> config_dict.ConfigDict:
   return config
 
 
-class Joystick:
-  pass
+class Joystick(mjx_env.MjxEnv):
+  """A dict observation: the policy's state and the critic's privileged state."""
+
+  def reset(self, rng):
+    data = jp.zeros(3)
+    info = {"rng": rng, "command": jp.zeros(3)}
+    obs = self._get_obs(data, info)
+    return mjx_env.State(data, obs, jp.zeros(()), jp.zeros(()), {}, info)
+
+  def _get_obs(self, data, info):
+    state = jp.hstack([data, info["command"]])
+    privileged_state = jp.hstack([state, data])
+    return {
+        "state": state,
+        "privileged_state": privileged_state,
+    }
 '''
 LOCO_REGISTRY = '''
 """Fixture registry of a legged family, with its configs."""
@@ -140,6 +190,11 @@ _cfgs = {"Go1JoystickFlatTerrain": joystick.default_config}
 
 def get_default_config(env_name):
   return _cfgs[env_name]()
+
+
+def load(env_name, config=None, config_overrides=None):
+  config = config or get_default_config(env_name)
+  return _envs[env_name](config=config, config_overrides=config_overrides)
 '''
 LOCO_PARAMS = '''
 """Fixture tuned configs for a legged family: a privileged critic, evaluations counted at run time."""
@@ -164,8 +219,34 @@ def brax_ppo_config(env_name: str, impl=None) -> config_dict.ConfigDict:
     )
   return rl_config
 '''
+# Playground's base environment (its shape): the State a step returns, the config an env keeps.
+MJX_ENV_PATH = "mujoco_playground/_src/mjx_env.py"
+MJX_ENV = '''
+"""Fixture base environment."""
+from typing import Any, Dict
+
+import jax
+from flax import struct
+
+
+@struct.dataclass
+class State:
+  data: Any
+  obs: Any
+  reward: jax.Array
+  done: jax.Array
+  metrics: Dict[str, jax.Array]
+  info: Dict[str, Any]
+
+
+class MjxEnv:
+  def __init__(self, config, config_overrides=None):
+    self._config = config.lock()
+    if config_overrides:
+      self._config.update_from_flattened_dict(config_overrides)
+'''
 PLAYGROUND = {
-    bfx.MANIP_PARAMS: MANIP_PARAMS, bfx.MANIP_REGISTRY: MANIP_REGISTRY, bfx.LOCO_PARAMS: LOCO_PARAMS,
+    MJX_ENV_PATH: MJX_ENV, bfx.MANIP_PARAMS: MANIP_PARAMS, bfx.MANIP_REGISTRY: MANIP_REGISTRY, bfx.LOCO_PARAMS: LOCO_PARAMS,
     bfx.LOCO_REGISTRY: LOCO_REGISTRY,
     "mujoco_playground/_src/manipulation/pick.py": PICK,
     "mujoco_playground/_src/manipulation/pick_cartesian.py": PICK_CARTESIAN,
@@ -319,6 +400,91 @@ def test_without_playground_a_conditional_backend_is_unknown_not_guessed(repos):
     assert pick.facts["physics_backend"].value is None
     assert "only when the env's config has an impl field" in pick.facts["physics_backend"].unknown
     assert pick.facts["episode_length"].value == 1000
+
+
+# -- what kind of observation an environment gives, and what SLM-Lab's _get_obs keeps of it ------------
+def playground_configs(repos):
+    from brax_diff.extractors.playground.env import EnvConfigs
+
+    return EnvConfigs(snapshot(repos, "playground"))
+
+
+def test_playground_observation_kind_is_what_each_envs_reset_returns(repos):
+    from brax_diff.extractors.playground.env import observation_of
+    from brax_diff.extractors.engine.flow import const, sym
+
+    configs = playground_configs(repos)
+    pick = observation_of(configs, "PandaPickCube")
+    assert (pick.kind, pick.keys, pick.unknown) == ("array", (), None)
+    assert where(pick) == [("pick.py", bfx.line_of(PICK, "return jp.concatenate([data.qpos, data.qvel])"))]
+    go1 = observation_of(configs, "Go1JoystickFlatTerrain")
+    assert (go1.kind, go1.keys) == ("dict", ("privileged_state", "state"))
+    assert where(go1) == [("joystick.py", bfx.line_of(GO1, "state = jp.hstack(")),
+                          ("joystick.py", bfx.line_of(GO1, "privileged_state = jp.hstack("))]
+    # The config the env keeps decides (lock() is the config itself), and overrides change it as
+    # update_from_flattened_dict does.
+    assert observation_of(configs, "PandaPickCubeCartesian").kind == "array"
+    vision = observation_of(configs, "PandaPickCubeCartesian", const({"vision": True}))
+    assert (vision.kind, vision.keys) == ("dict", ("pixels/view_0",))
+    undecided = observation_of(configs, "PandaPickCubeCartesian", sym("param", "config_overrides"))
+    assert undecided.kind is None and "PandaPickCubeCartesian.reset() puts in State.obs it is one of array or " \
+                                      "dict: depends on `self._config.vision`" in undecided.unknown
+    missing = observation_of(configs, "PandaPickCubeCartesian", const({"render.width": 64}))
+    assert missing.kind is None and "'render' is not a ConfigDict field" in missing.unknown
+    assert observation_of(configs, "NoSuchEnv").unknown == "no Playground registry gives a config for 'NoSuchEnv'"
+
+
+# SLM-Lab's _get_obs before c1d3ab9d: a dict observation's groups concatenated, in key order.
+SLM_PLAYGROUND_CONCAT = SLM_PLAYGROUND.replace(
+    'obs = obs.get("state", jnp.concatenate([obs[k] for k in sorted(obs)], axis=-1))',
+    "arrays = [obs[k] for k in sorted(obs.keys())]\n            obs = jnp.concatenate(arrays, axis=-1)")
+assert SLM_PLAYGROUND_CONCAT != SLM_PLAYGROUND
+
+
+def test_slm_observation_keys_follow_whether_the_envs_observation_is_a_dict(repos, tmp_path):
+    extractor = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH, playground=snapshot(repos, "playground"))
+    get_obs = ("playground.py", bfx.line_of(SLM_PLAYGROUND, "def _get_obs(self, state):"))
+    pick = extractor.setup("ppo_fx", "PandaPickCube")  # an array: handed on unchanged, the vocabulary's state
+    assert (pick.value("policy_obs_keys"), pick.value("value_obs_keys")) == ("state", "state")
+    assert pick.facts["policy_obs_keys"].note == ("PlaygroundVecEnv._get_obs hands playground/PandaPickCube's array "
+                                                  "observation on unchanged; both networks take it")
+    assert where(pick.facts["policy_obs_keys"]) == sorted(
+        [get_obs, ("pick.py", bfx.line_of(PICK, "return jp.concatenate([data.qpos, data.qvel])"))])
+    go1 = extractor.setup("ppo_fx", "Go1JoystickFlatTerrain")  # a dict: obs.get("state", ...)
+    assert (go1.value("policy_obs_keys"), go1.value("value_obs_keys")) == ("state", "state")
+    assert "keeps obs['state'] of playground/Go1JoystickFlatTerrain's dict observation" in \
+        go1.facts["value_obs_keys"].note
+    # The older _get_obs concatenates a dict's groups: no one group; an array still passes unchanged.
+    make_repo(tmp_path / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: SLM_PLAYGROUND_CONCAT}])
+    older = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH,
+                         playground=snapshot(repos, "playground"))
+    assert older.setup("ppo_fx", "PandaPickCube").value("policy_obs_keys") == "state"
+    fact = older.setup("ppo_fx", "Go1JoystickFlatTerrain").facts["policy_obs_keys"]
+    assert fact.value is None
+    assert "PlaygroundVecEnv._get_obs gives numpy.asarray(jax.numpy.concatenate([observation.privileged_state, " \
+           "observation.state], axis=-1)) for playground/Go1JoystickFlatTerrain's dict observation (groups " \
+           "privileged_state, state)" in fact.unknown
+
+
+def test_slm_observation_keys_of_an_env_built_with_its_own_config_are_unknown(repos, tmp_path):
+    built = SLM_PLAYGROUND.replace("pg_registry.load(env_name, config_overrides=",
+                                   "pg_registry.load(env_name, config=_my_config(), config_overrides=")
+    assert built != SLM_PLAYGROUND
+    make_repo(tmp_path / "slm", [{**sfx.repo_files(), MAPPING_FILE: MAPPING, PLAYGROUND_ENV: built}])
+    pick = SlmExtractor(Repository(tmp_path / "slm", "slm").resolve("HEAD"), sfx.SPEC_PATH,
+                        playground=snapshot(repos, "playground")).setup("ppo_fx", "PandaPickCube")
+    fact = pick.facts["policy_obs_keys"]
+    assert fact.value is None and "is given a config of its own, which is not read" in fact.unknown
+
+
+def test_slm_observation_keys_without_playground_are_unknown_not_a_dict_guessed(repos):
+    pick = SlmExtractor(snapshot(repos, "slm"), sfx.SPEC_PATH).setup("ppo_fx", "PandaPickCube")
+    for key in ("policy_obs_keys", "value_obs_keys"):
+        assert pick.facts[key].is_unknown
+        assert "depends on whether playground/PandaPickCube's observation is a dict or an array, which " \
+               "Playground's code decides (its env's reset), and no Playground repository is given" in \
+               pick.facts[key].unknown
+    assert any(f.key == "policy_obs_keys" and f.kind == "pattern_not_found" for f in pick.findings)
 
 
 def test_slm_budget_is_max_frame_from_the_command_line(repos):

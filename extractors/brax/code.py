@@ -765,7 +765,12 @@ class _Derivation:
             self.add("adam_eps", OPTAX_ADAM_DEFAULT_EPS, (self.code.at(TRAIN, adams[0]),),
                      note="optax.adam called without eps: optax's default 1e-8")
         schedule = self.train.get("learning_rate_schedule")
-        if schedule is not None:
+        if schedule is not None and isinstance(schedule.value, Code):
+            # A schedule the scope does not decide is no schedule of ours: "other" would be a guess.
+            self.unknown(PatternNotFound(("lr_schedule", "lr_final_factor", "lr_decay_steps"), TRAIN,
+                                         f"learning_rate_schedule = {schedule.value.text} is not a value "
+                                         "the extractor decides"))
+        elif schedule is not None:
             raw = schedule.value
             name = "constant" if raw is None or (isinstance(raw, str) and raw.upper() == "NONE") else (
                 "adaptive_kl" if isinstance(raw, str) and raw.upper() == "ADAPTIVE_KL" else "other")
@@ -775,11 +780,12 @@ class _Derivation:
         else:
             self.add("lr_schedule", "constant", (self.code.at(TRAIN, adams[0]),),
                      note="optax.adam gets the constant learning_rate")
-        final = 1.0 if self.facts["lr_schedule"].value == "constant" else None
-        self.add("lr_final_factor", final, self.facts["lr_schedule"].provenance,
-                 note=None if final is not None else "moves with the KL, no fixed final value")
-        if final is not None:  # a constant rate: nothing decays
-            self.add("lr_decay_steps", None, self.facts["lr_schedule"].provenance, note="constant learning rate")
+        if self.known("lr_schedule"):
+            final = 1.0 if self.facts["lr_schedule"].value == "constant" else None
+            self.add("lr_final_factor", final, self.facts["lr_schedule"].provenance,
+                     note=None if final is not None else "moves with the KL, no fixed final value")
+            if final is not None:  # a constant rate: nothing decays
+                self.add("lr_decay_steps", None, self.facts["lr_schedule"].provenance, note="constant learning rate")
         clips = calls_named(train_fn, "clip_by_global_norm")
         if "max_grad_norm" not in self.train and not clips:  # older Brax: plain Adam, nothing clips
             self.add("max_grad_norm", None, (self.code.at(TRAIN, adams[0]),), note="no gradient clipping in train()")

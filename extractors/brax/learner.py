@@ -27,9 +27,12 @@ FLAG_KINDS = ("integer", "float", "string", "bool", "boolean", "enum", "enum_cla
 ORIGIN = "learner.py flag default"
 
 
-# The modules run: the script, and the networks module for the names its flags select
-# (``brax_networks.ACTIVATION[flag]``); ``ppo.train`` and the rest stay external.
-RUN = {LEARNER_MODULE: LEARNER, "brax.training.networks": "brax/training/networks.py"}
+# The modules run: the script, the networks module for the names its flags select
+# (``brax_networks.ACTIVATION[flag]``) and PPO's optimizer module for its enum defaults
+# (``ppo_optimizer.LRSchedule.NONE``: the member train() compares against, not an opaque name);
+# ``ppo.train`` and the rest stay external.
+RUN = {LEARNER_MODULE: LEARNER, "brax.training.networks": "brax/training/networks.py",
+       "brax.training.agents.ppo.optimizer": "brax/training/agents/ppo/optimizer.py"}
 
 
 class _OnlyModules(Loader):
@@ -45,7 +48,8 @@ def _define(engine: Engine, args: list[V], kwargs: dict[str, V]) -> V:
     default = args[1] if len(args) > 1 else kwargs.get("default", const(None))
     if flow.is_const(name) and flow.plain(name) == "learner":  # the PPO reference: --learner ppo
         default = const("ppo", flow.all_lines(default))
-    return engine.instance(V(FLAG), {"value": default, "present": const(False), "name": name})
+    # The flag's own line too: a default read from another module (an enum member) carries only that module's.
+    return engine.instance(V(FLAG), {"value": default.with_lines(name.lines), "present": const(False), "name": name})
 
 
 MODEL = {f"absl.flags.DEFINE_{kind}": _define for kind in FLAG_KINDS}

@@ -241,6 +241,8 @@ def builtin_functions(engine: Engine) -> dict[str, V]:
                 return const(any(isinstance(plain(obj), python[c.data.name]) for c in candidates))
             if type(obj.data) in (dict, list, tuple):  # a container's kind is known whatever its items are
                 return const(any(python[c.data.name] is type(obj.data) for c in candidates))
+            if isinstance(obj.data, Instance) and not obj.data.cls.has_external_base():
+                return const(False)  # an object of a class read (or modelled) derives from no builtin type
         if isinstance(obj.data, Instance) and all(isinstance(c.data, Class) for c in candidates):
             mro = obj.data.cls.mro()
             if any(c.data in mro for c in candidates):

@@ -392,6 +392,8 @@ UNBOUND_V = V(UNBOUND)
 
 def identical(a: V, b: V) -> bool | None:
     """Whether two values are the same value (None: cannot tell)."""
+    if isinstance(a.data, Unknown) or isinstance(b.data, Unknown):
+        return None  # one Unknown stands for any value (reading from it hands it back): never the same by identity
     if a is b or a.data is b.data and not isinstance(a.data, (int, float, str, bool)):
         return True
     if is_const(a) and is_const(b):

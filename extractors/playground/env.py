@@ -8,6 +8,11 @@ runs the registry's ``get_default_config`` for one name with a small model of ``
 (``config_dict.create(**fields)`` and ``ConfigDict(dict)``: an object whose attributes are its
 fields; reading a field it lacks fails, as ``ConfigDict`` raises ``AttributeError``). A field the
 engine cannot decide is an explained unknown, never a default.
+
+:func:`observation_of` runs a family's ``load(env_name)`` (the env's constructor over that
+config, ``MjxEnv.__init__`` applying ``config_overrides``) and then its ``reset``: the ``obs``
+of the ``State`` it returns is a dict of groups or one array, as ``MjxEnv.observation_size``
+tells them apart.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 from brax_diff.facts.model import Provenance
 
 from ..engine import flow
-from ..engine.flow import Class, Engine, Loader, V, const
+from ..engine.flow import Class, Engine, Loader, Raised, V, const
 
 ROOTS = ("mujoco_playground",)
 REGISTRY_FUNCTION = "get_default_config"
@@ -135,9 +140,39 @@ def _get(engine, receiver, args, kwargs, frame, node):
 for _name in ("copy", "copy_and_resolve_references", "__copy__", "__deepcopy__"):
     CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
                                                        _copy(receiver, engine)))
-for _name in ("lock", "unlock", "unlocked", "ignore_type"):  # context managers and locks: fields unchanged
+for _name in ("lock", "unlock"):  # ConfigDict.lock() / unlock() return the config itself (fields unchanged)
+    CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
+                                                       receiver))
+for _name in ("unlocked", "ignore_type"):  # context managers: fields unchanged
     CONFIG_DICT.namespace[_name] = V(flow.NativeMethod(_name, lambda engine, receiver, args, kwargs, frame, node:
                                                        flow.sym("ext", "contextlib.nullcontext")))
+
+
+def _flattened_not_made(engine, receiver, why, frame, node):
+    _unknown_fields(engine, receiver, f"ConfigDict.update_from_flattened_dict: {why}", frame, node)
+
+
+@_method("update_from_flattened_dict", _flattened_not_made)
+def _update_flattened(engine, receiver, args, kwargs, frame, node):
+    """``cfg.update_from_flattened_dict({"a.b": v})`` (how ``MjxEnv.__init__`` applies its
+    ``config_overrides``): each dotted path set; ml_collections raises KeyError when a path's
+    parent is missing or is not a ConfigDict."""
+    updates = args[0] if args else kwargs.get("flattened_dict")
+    if updates is None or not isinstance(updates.data, dict) or not all(isinstance(k, str) for k in updates.data):
+        _unknown_fields(engine, receiver, f"ConfigDict.update_from_flattened_dict of `{flow.describe(updates)}` "
+                                          f"({_where(engine, frame, node)})", frame, node)
+        return const(None)
+    for path, value in updates.data.items():
+        target, parts = receiver, path.split(".")
+        for part in parts[:-1]:
+            child = target.data.attrs.get(part)
+            if child is None or not isinstance(child.data, flow.Instance) or child.data.cls is not CONFIG_DICT:
+                where = engine.where(frame.module, node) if frame is not None and node is not None else None
+                raise Raised("KeyError", f"ConfigDict.update_from_flattened_dict: key {path!r} cannot be set, "
+                                         f"{part!r} is not a ConfigDict field", where)
+            target = child
+        engine._setattr(target, parts[-1], value.with_lines(_at(engine, frame, node)), frame, node)
+    return const(None)
 
 
 def _at(engine: Engine, frame, node) -> frozenset:
@@ -231,6 +266,105 @@ class EnvConfigs:
         if not flow.is_const(value):
             return EnvField(None, lines, f"{where}.{name} is not a constant: {flow.why_not_constant(value)}")
         return EnvField(flow.plain(value), lines)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What an environment's ``reset`` puts in ``State.obs``: a dict of named groups, or one array
+    (MjxEnv.observation_size tells them apart the same way: a Mapping, or an array's last dim)."""
+
+    kind: str | None  # "dict" | "array"; None: unknown
+    keys: tuple[str, ...] = ()  # a dict's groups
+    provenance: tuple[Provenance, ...] = ()
+    unknown: str | None = None
+
+
+# Calls of these modules make arrays (jp.concatenate, jp.hstack, np.array, ...).
+ARRAY_MODULES = ("jax.numpy.", "numpy.", "jax.lax.")
+ARRAY_ARITHMETIC = ("add", "sub", "mul", "div", "neg", "pow", "matmul")
+AT_UPDATES = ("set", "add", "multiply", "divide", "power", "min", "max", "apply")
+
+
+def _observation_kind(obs: V) -> tuple[str | None, tuple[str, ...], str | None]:
+    """("dict", keys, None) / ("array", (), None) / (None, (), why)."""
+    data = obs.data
+    if isinstance(data, dict):
+        if all(isinstance(k, str) for k in data):
+            return "dict", tuple(sorted(data)), None
+        return None, (), f"a dict with keys {sorted(map(str, data))}"
+    if isinstance(data, flow.Phi):
+        kinds = {_observation_kind(option) for option in data.options}
+        if len(kinds) == 1:
+            return kinds.pop()
+        return None, (), f"it is one of {' or '.join(sorted(str(k[0] or k[2]) for k in kinds))}: {data.why}"
+    if isinstance(data, flow.Sym) and data.op == "call" and data.args:
+        name = flow.qualified_name(data.args[0]) or ""
+        if name.startswith(ARRAY_MODULES) or _at_update(data.args[0]):
+            return "array", (), None
+    if isinstance(data, flow.Sym) and data.op in ARRAY_ARITHMETIC and any(
+            _observation_kind(a)[0] == "array" for a in data.args if isinstance(a, V)):
+        return "array", (), None
+    return None, (), f"`{flow.describe(obs)}`, neither a dict nor an array the extractor recognizes"
+
+
+def _at_update(callee: V) -> bool:
+    """``x.at[i].set`` (``add``, ...): jax's indexed update, which only arrays have, returns an array."""
+    data = callee.data
+    if not (isinstance(data, flow.Sym) and data.op == "attr" and data.name in AT_UPDATES and data.args):
+        return False
+    item = data.args[0].data
+    return (isinstance(item, flow.Sym) and item.op == "item" and bool(item.args)
+            and isinstance(item.args[0].data, flow.Sym) and item.args[0].data.op == "attr"
+            and item.args[0].data.name == "at")
+
+
+def _reset_state(engine: Engine, made: V, where: str) -> tuple[V | None, str | None]:
+    reset = engine.getattr(made, "reset")
+    if not isinstance(reset.data, flow.Bound):
+        return None, f"{where} builds `{flow.describe(made)}`, with no reset() of the files read"
+    state = engine.call(reset, flow.sym("param", "rng"))
+    if not isinstance(state.data, flow.Instance):
+        return None, f"{where}: reset() returns `{flow.describe(state)}`: {flow.why_not_constant(state)}"
+    return state, None
+
+
+def observation_of(configs: "EnvConfigs", env: str, config_overrides: V | None = None) -> Observation:
+    """The kind of observation ``registry.load(env, config_overrides=...)`` builds: its family's
+    ``load`` run by the engine (the env's constructor over its default config), then ``reset``
+    with a symbolic key; the ``obs`` of the ``State`` it returns."""
+    family = next((f for f in FAMILY_REGISTRIES if isinstance(configs.config(f, env).data, flow.Instance)
+                   and configs.config(f, env).data.cls is CONFIG_DICT), None)
+    if family is None:
+        return Observation(None, unknown=f"no Playground registry gives a config for {env!r}")
+    engine, dotted = configs.engine, FAMILY_REGISTRIES[family]
+    load = engine.lookup(engine.module(dotted), "load")
+    where = f"load({env!r}) in {_path(dotted)}"
+    if load is None or not isinstance(load.data, flow.Function):
+        return Observation(None, unknown=f"load() not found in {_path(dotted)}")
+    kwargs = {"config_overrides": config_overrides} if config_overrides is not None else {}
+    start = len(engine.failures)
+    made = engine.call(load, const(env), **kwargs)
+    if not isinstance(made.data, flow.Instance):
+        return Observation(None, unknown=f"{where} gives `{flow.describe(made)}`: {flow.why_not_constant(made)}")
+    state, why = _reset_state(engine, made, where)
+    # The engine runs on past a raise every path reaches (for readers of later lines): here it means no env.
+    raised = [f.error for f in engine.failures[start:] if f.definite]
+    if raised:
+        at = (raised[0].where,) if raised[0].where is not None else ()
+        return Observation(None, (), at, f"{where} or its reset() raises: {raised[0].message}")
+    obs = state.data.attrs.get("obs") if state is not None else None
+    if why is None and obs is None:
+        why = f"{where}: reset() returns a {state.data.cls.name} with no obs field"
+    if why is not None:
+        return Observation(None, unknown=why)
+    kind, keys, why = _observation_kind(obs)
+    cls = made.data.cls
+    # The lines that make the observation (a dict: each group's), else the env's class.
+    made_at = obs.lines | {p for group in (obs.data.values() if isinstance(obs.data, dict) else ()) for p in group.lines}
+    at = tuple(sorted(made_at)) or ((engine.where(cls.module, cls.node),) if cls.module and cls.node else ())
+    if kind is None:
+        return Observation(None, (), at, f"{where}: {cls.name}.reset() puts in State.obs {why}")
+    return Observation(kind, keys, at)
 
 
 def _path(dotted: str) -> str:

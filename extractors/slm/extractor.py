@@ -37,6 +37,7 @@ from brax_diff.sources.repository import Snapshot
 from brax_diff.facts.vocabulary import KEYS, canonical_activation
 
 from ..engine import flow, semantics
+from ..playground import state as playground_state
 from . import code as code
 from .run import SlmRun
 from . import interface
@@ -176,7 +177,7 @@ class SlmExtractor:
             libraries = self._env_configs.registry_model()
             extraction.sources["playground"] = self.playground.info()
         run = SlmRun(self.snapshot, spec, f"playground/{env}", libraries)
-        SetupFacts(self.snapshot, run, env, extraction, knows_playground=libraries is not None).build()
+        SetupFacts(self.snapshot, run, env, extraction, playground=self._env_configs if libraries else None).build()
         for fact in interface.setup_facts(self.snapshot, self.playground, env):
             extraction.put(fact)
         self._run_length(spec, extraction)
@@ -855,17 +856,43 @@ class _VariantFacts:
             self.unknown(key, f"calc_gaes() in {code.MATH_UTIL}: `deltas` does not subtract v_preds[:-1], so "
                               "v_preds[t + 1] need not be the next stored state's value", lines)
             return
-        _, _, env_calls = self.run.env()
+        env, _, env_calls = self.run.env()
         resets = [c for c in env_calls if c.name == "wrap_for_brax_training"]
         if not resets:
             self.unknown(key, "calc_gaes bootstraps a truncated step from the next stored state's value; what that "
                               "state is after a truncation depends on the env's auto-reset, which the extractor reads "
                               "for playground/ envs only (wrap_for_brax_training)", lines)
             return
-        self.add(key, "bootstrap_next_obs_across_reset", lines + [self.run.where(resets[0])],
-                 "calc_gaes reads no truncation signal, only terminateds cut its bootstrap term: at a truncation "
-                 "the delta uses V(states[t+1]), which after Playground's auto-reset (wrap_for_brax_training) is the "
-                 "next episode's first state, and the GAE trace runs on across the boundary")
+        # What `terminateds` holds is what the env's step hands on as terminated.
+        ends = self.run.terminations(env)
+        lines = sorted(set(lines) | set(ends.lines))
+        if ends.kind is None:
+            self.unknown(key, f"calc_gaes cuts its bootstrap on the terminateds the env's step hands on: {ends.why}",
+                         lines)
+        elif ends.kind == "done":
+            self.add(key, "terminal", lines,
+                     f"calc_gaes cuts its bootstrap on terminateds, and {ends.note}: Playground's done is set at a "
+                     "time limit too, so a truncation is treated as a termination")
+            self._truncation_read_as_default(ends)
+        else:
+            self.add(key, "bootstrap_next_obs_across_reset", sorted(set(lines) | {self.run.where(resets[0])}),
+                     f"calc_gaes reads no truncation signal, only terminateds ({ends.note}) cut its bootstrap term: "
+                     "at a truncation the delta uses V(states[t+1]), which after Playground's auto-reset "
+                     "(wrap_for_brax_training) is the next episode's first state, and the GAE trace runs on across "
+                     "the boundary")
+
+    def _truncation_read_as_default(self, ends) -> None:
+        """The why of a time limit ending as a termination: an attribute step asks of
+        Playground's State that the State does not have, so its default is always taken."""
+        for name, at in ends.absent:
+            where_else = f"; Brax's EpisodeWrapper writes it to state.info[{name!r}]" \
+                if name in playground_state.INFO_KEYS else ""
+            self.find("always_default", "IMPORTANT",
+                      f"truncation: the env's step reads getattr(state, {name!r}, default) at {at.path}:{at.line}, "
+                      f"and Playground's State has no attribute {name!r} (its fields are "
+                      f"{', '.join(playground_state.STATE_FIELDS)}{where_else}): the default is always taken, "
+                      "terminated is the state's done flag, and every time limit ends as a termination "
+                      "(no bootstrap)", (at,), "truncation")
 
     def statements(self, lines) -> list[str]:
         """The code statements on these provenance lines (spec lines left out), for notes."""

@@ -28,8 +28,9 @@ from typing import Any
 
 from brax_diff.facts.model import Provenance
 
-from ..engine import flow
+from ..engine import flow, semantics
 from ..engine.flow import CallRecord, Engine, Instance, Loader, Raised, V, const, sym
+from ..playground import state as playground_state
 from .spec import ResolvedSpec
 
 ROOTS = ("slm_lab",)
@@ -59,6 +60,19 @@ class ObsStatistics:
     lines: tuple[Provenance, ...]
     wrapper: str = ""
     why: str | None = None
+
+
+@dataclass(frozen=True)
+class Terminations:
+    """What the env chain's ``step`` hands the agent as ``terminated`` from Playground's state."""
+
+    kind: str | None  # "done": the state's done flag (a time limit too) | "done_not_truncated" | None
+    lines: tuple[Provenance, ...]
+    why: str | None = None
+    note: str = ""
+    # Attributes step asked of Playground's State with getattr(state, name, default) that the
+    # State lacks (the default is always taken), with where: (name, line).
+    absent: tuple[tuple[str, Provenance], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -358,6 +372,127 @@ class SlmRun:
             return ()
         return tuple(sorted({p for value in written for p in value.lines}))
 
+    # -- reading what the env calls a termination -------------------------------------------------
+    def terminations(self, env: V) -> Terminations:
+        """``terminated`` as the wrapper chain ``make_env`` returned passes it on: each wrapper's
+        ``step`` run over an inner env whose ``terminated`` is a symbol must return it unchanged;
+        the innermost env's ``step`` is run over Playground's state (:mod:`..playground.state`)."""
+        current = env
+        for _ in range(40):
+            data = current.data
+            if isinstance(data, flow.Phi):
+                found = [self.terminations(option) for option in data.options]
+                kinds = {(f.kind, f.note) for f in found}
+                if any(f.why for f in found) or len(kinds) != 1:
+                    why = next((f.why for f in found if f.why), None) or \
+                        f"{data.why}: the env layers hand on different terminations"
+                    return Terminations(None, (), why)
+                return Terminations(found[0].kind, tuple(sorted({p for f in found for p in f.lines})), None,
+                                    found[0].note, tuple(dict.fromkeys(a for f in found for a in f.absent)))
+            if isinstance(data, Instance):
+                inner = _inner_env(data)
+                if inner is None:
+                    return self._base_terminations(current)
+                why = self._changes_terminated(current)
+                if why:
+                    return Terminations(None, (), why)
+                current = inner
+                continue
+            if isinstance(data, flow.Sym) and data.op == "call" and len(data.args) >= 2:
+                name = flow.short_name(data.args[0]) or ""
+                known = REWARD_NEUTRAL | REWARD_TRANSFORMS | REWARD_NONLINEAR
+                if name in known or name.startswith("Vector") and name[6:] in known:
+                    current = data.args[1]  # gymnasium's wrappers hand terminated on unchanged
+                    continue
+                return Terminations(None, (), f"the env is wrapped by `{name}`, which the extractor does not know")
+            return Terminations(None, (), f"make_env returns `{flow.describe(current)}`: "
+                                          f"{flow.why_not_constant(current)}")
+        return Terminations(None, (), "the env wrapper chain is deeper than 40 layers")
+
+    def _changes_terminated(self, wrapper: V) -> str | None:
+        """Why a wrapper of the files read does not hand on its inner env's ``terminated`` (None: it does)."""
+        instance: Instance = wrapper.data
+        if instance.cls.lookup("step") is None:
+            return None  # gymnasium's Wrapper.step hands the inner step's result on
+        terminated = sym("param", "inner_terminated")
+        inner = self.engine.stub("inner_env", step=V(flow.Native(
+            "step", lambda a, k, f, n: V((sym("param", "obs"), sym("param", "rewards"), terminated,
+                                          sym("param", "truncated"), sym("param", "info"))))))
+        saved = dict(instance.attrs)
+        instance.attrs["env"] = inner
+        try:
+            out = self.engine.call(self.engine.getattr(wrapper, "step"), sym("param", "actions"))
+        finally:
+            instance.attrs.clear()
+            instance.attrs.update(saved)
+        returned = _third(out)
+        if returned is terminated:
+            return None
+        return f"{instance.cls.name}.step returns terminated `{flow.describe(returned or out)}`, not its inner env's"
+
+    def _base_terminations(self, env: V) -> Terminations:
+        """The innermost env's ``step`` with its jitted Playground step answered by a State
+        (:func:`..playground.state.state`): ``terminated`` is the state's ``done`` as it is, or
+        ``done`` with ``info["truncation"]`` taken out. The lines: what makes it, and each test
+        ``step`` decides whose other outcome would hand on something else."""
+        instance: Instance = env.data
+        name = instance.cls.name
+        jit_step = instance.attrs.get("_jit_step")
+        if instance.cls.lookup("step") is None or jit_step is None or not _jit_of_playground_step(jit_step):
+            shown = flow.describe(jit_step) if jit_step is not None else "not set"
+            return Terminations(None, (), f"{name}.step: its state does not come from jax.jit of "
+                                          f"wrap_for_brax_training(...).step (_jit_step is {shown})")
+        step = self.engine.getattr(env, "step")
+        function = step.data.function if isinstance(step.data, flow.Bound) else None
+
+        def run(flip=None) -> tuple[str | None, V | None, list, list]:
+            state, fields = playground_state.state(self.engine, sym("param", "observation"))
+            decided: list = []
+            absent: list = []
+            getattr_ = self.engine.builtins["getattr"]
+
+            def getattr_on_state(args, kwargs, frame, node):  # which defaults of the State's getattr are taken
+                found = getattr_.data.call(args, kwargs, frame, node)
+                if len(args) > 2 and args[0].data is state.data and found is args[2] and frame is not None:
+                    absent.append((flow.plain(args[1]), self.engine.where(frame.module, node)))
+                return found
+
+            def decide(node, test, truth, frame):  # the tests step() itself decides
+                if outer is not None:
+                    truth = outer(node, test, truth, frame)
+                if truth in (True, False) and function is not None and frame.function is function:
+                    decided.append((node, test.lines))
+                    if node is flip:
+                        return not truth
+                return truth
+
+            saved, outer = dict(instance.attrs), self.engine.decide
+            instance.attrs["_jit_step"] = V(flow.Native("_jit_step", lambda a, k, f, n: state))
+            self.engine.decide = decide
+            self.engine.builtins["getattr"] = V(flow.Native("getattr", getattr_on_state))
+            try:
+                out = self.engine.call(step, sym("param", "actions"))
+            finally:
+                self.engine.builtins["getattr"] = getattr_
+                self.engine.decide = outer
+                instance.attrs.clear()
+                instance.attrs.update(saved)
+            terminated = _third(out)
+            return (_termination_kind(terminated, fields), terminated if terminated is not None else out, decided,
+                    absent)
+
+        kind, terminated, decided, absent = run()
+        deciding = {p for node, lines in decided if run(flip=node)[0] != kind for p in lines}
+        lines = tuple(sorted(deciding | set(flow.all_lines(terminated))))
+        if kind == "done":
+            return Terminations(kind, lines, None,
+                                f"{name}.step hands on the state's done flag as terminated, truncation not taken out",
+                                tuple(absent))
+        if kind == "done_not_truncated":
+            return Terminations(kind, lines, None, f"{name}.step hands on done & ~info['truncation'] as terminated")
+        return Terminations(None, lines, f"{name}.step returns terminated `{flow.describe(terminated)}`: a shape "
+                                         "the extractor does not read")
+
     def _either(self, phi: flow.Phi) -> RewardScale:
         results = [self.reward_scale(option) for option in phi.options]
         factors = {r.factor for r in results}
@@ -433,6 +568,45 @@ def _inner_env(instance: Instance) -> V | None:
     return None
 
 
+def _third(value: V) -> V | None:
+    data = value.data
+    if isinstance(data, (tuple, list)) and len(data) >= 3:
+        return data[2]
+    return None
+
+
+def _termination_kind(terminated: V | None, fields: dict[str, V]) -> str | None:
+    """``done``: the State's done flag itself (through conversions); ``done_not_truncated``:
+    ``done & ~truncation`` with Playground's ``info["truncation"]``; None: another shape."""
+    if terminated is None:
+        return None
+    done, truncation = fields["done"].data, playground_state.truncation(fields).data
+
+    def made_of(v: V, array) -> bool:  # the model's array object itself (read with more lines, or converted)
+        return semantics.unwrapped(v).data is array
+
+    if made_of(terminated, done):
+        return "done"
+    data = terminated.data
+    parts = data.args if isinstance(data, flow.Sym) and data.op == "and" and len(data.args) == 2 else ()
+    inverted = [p for p in parts if isinstance(p.data, flow.Sym) and p.data.op == "invert" and p.data.args]
+    if len(inverted) == 1 and made_of(inverted[0].data.args[0], truncation) and \
+            any(made_of(p, done) for p in parts if p is not inverted[0]):
+        return "done_not_truncated"
+    return None
+
+
+def _jit_of_playground_step(value: V) -> bool:
+    """``jax.jit(<wrap_for_brax_training(...)>.step)``: the step whose State the model answers."""
+    data = value.data
+    if not (isinstance(data, flow.Sym) and data.op == "call" and len(data.args) == 2
+            and flow.qualified_name(data.args[0]) == "jax.jit"):
+        return False
+    step = data.args[1].data
+    return (isinstance(step, flow.Sym) and step.op == "attr" and step.name == "step" and bool(step.args)
+            and flow.call_name(step.args[0]) == "wrap_for_brax_training")
+
+
 def _second(value: V) -> V | None:
     data = value.data
     if isinstance(data, (tuple, list)) and len(data) >= 2:
@@ -446,4 +620,4 @@ def _plain_or(value: V | None, default: Any = None) -> Any:
     return flow.plain(value)
 
 
-__all__ = ["SlmRun", "RewardScale", "ObsStatistics"]
+__all__ = ["SlmRun", "RewardScale", "ObsStatistics", "Terminations"]

@@ -7,8 +7,10 @@ engine (:class:`brax_diff.extractors.slm.run.SlmRun`); the setup is read where t
   (SLM-Lab: ``PlaygroundVecEnv.__init__``'s ``episode_length`` default, its ``_ACTION_REPEAT``
   table);
 - ``physics_backend``: the ``impl`` of the ``config_overrides`` ``registry.load`` receives;
-- ``policy_obs_keys`` / ``value_obs_keys``: the observation groups ``_get_obs`` returns for a
-  dict observation (``state`` and ``privileged_state``); both networks see that one observation.
+- ``policy_obs_keys`` / ``value_obs_keys``: what ``_get_obs`` makes of the env's observation,
+  which Playground's code decides (:func:`brax_diff.extractors.playground.env.observation_of`:
+  a dict of groups, or one array): the one group it keeps of a dict, or ``state`` when it hands an
+  array on unchanged; both networks see that one observation.
 
 Anything of another shape is an explained unknown naming the file.
 """
@@ -21,19 +23,23 @@ from brax_diff.facts.model import Extraction, Fact, Finding, Provenance
 
 from ..engine import flow
 from ..engine.flow import CallRecord, V
+from ..playground import state as playground_state
+from ..playground.env import EnvConfigs, observation_of
 from .run import SlmRun
 
 SETUP_KEYS = ("episode_length", "action_repeat", "physics_backend", "policy_obs_keys", "value_obs_keys")
 PLAYGROUND_ENV = "slm_lab/env/playground.py"
-OBS_GROUPS = ("state", "privileged_state")  # the groups Playground's dict observations carry
+# Calls that hand an array on as it is, in another container (jax -> torch / numpy, a dtype, a device).
+CONVERSIONS = frozenset({"from_dlpack", "to_dlpack", "asarray", "array", "astype", "to", "as_tensor", "from_numpy"})
 
 
 class SetupFacts:
     """The setup facts of one (variant, env), added to ``out``."""
 
-    def __init__(self, snapshot, run: SlmRun, env: str, out: Extraction, knows_playground: bool = False) -> None:
+    def __init__(self, snapshot, run: SlmRun, env: str, out: Extraction, playground: EnvConfigs | None = None) -> None:
+        """``playground``: Playground's code at the commit the env builder calls into (None: not given)."""
         self.snapshot, self.run, self.env, self.out = snapshot, run, env, out
-        self.knows_playground = knows_playground  # Playground's registry answered: conditions on it decided
+        self.playground = playground
 
     def build(self) -> None:
         _, failures, calls = self.run.env()
@@ -46,7 +52,7 @@ class SetupFacts:
         loads = [c for c in calls if c.name == "load" and c.args and flow.is_const(c.args[0])
                  and flow.plain(c.args[0]) == self.env]  # registry.load(env_name, ...), not another load
         self._backend(loads[0] if loads else None)
-        self._observations(_named(calls, "PlaygroundVecEnv"))
+        self._observations(_named(calls, "PlaygroundVecEnv"), loads[0] if loads else None)
 
     def unknown(self, key: str, why: str, provenance=()) -> None:
         message = f"{key}: {why}"
@@ -94,24 +100,94 @@ class SetupFacts:
         self.unknown("physics_backend", f"registry.load(config_overrides=...) at {call.path}:{call.line}: "
                                         f"{flow.describe(overrides) if overrides is not None else 'no overrides'}", at)
 
-    def _observations(self, call: CallRecord | None) -> None:
+    def _observations(self, call: CallRecord | None, load: CallRecord | None) -> None:
+        keys = ("policy_obs_keys", "value_obs_keys")
         get_obs = self.run.engine.getattr(call.result, "_get_obs") if call is not None else None
         if get_obs is None or not isinstance(get_obs.data, flow.Bound):
-            for key in ("policy_obs_keys", "value_obs_keys"):
+            for key in keys:
                 self.unknown(key, f"PlaygroundVecEnv._get_obs not found ({PLAYGROUND_ENV})")
             return
-        groups = {name: flow.sym("ext", f"observation.{name}") for name in OBS_GROUPS}
-        state = self.run.engine.stub("State", obs=V(groups))
-        seen = self.run.engine.call(get_obs, state)
-        used = [name for name, group in groups.items() if flow.mentions(seen, lambda v, g=group: v is g)]
         function = get_obs.data.function
         at: tuple[Provenance, ...] = (self.run.engine.where(function.module, function.node),)
-        for key in ("policy_obs_keys", "value_obs_keys"):
+        if self.playground is None:
+            for key in keys:
+                self.unknown(key, f"what PlaygroundVecEnv._get_obs keeps depends on whether playground/{self.env}'s "
+                                  "observation is a dict or an array, which Playground's code decides (its env's "
+                                  "reset), and no Playground repository is given", at)
+            return
+        if load is None or "config" in load.kwargs or len(load.args) > 1:
+            why = (f"no registry.load call builds playground/{self.env}" if load is None else
+                   f"registry.load at {load.path}:{load.line} is given a config of its own, which is not read")
+            for key in keys:
+                self.unknown(key, f"what PlaygroundVecEnv._get_obs keeps depends on the env's observation: {why}", at)
+            return
+        observation = observation_of(self.playground, self.env, self._overrides(load))
+        if observation.kind is None:
+            for key in keys:
+                self.unknown(key, f"what PlaygroundVecEnv._get_obs keeps depends on whether playground/{self.env}'s "
+                                  f"observation is a dict or an array: {observation.unknown}",
+                             at + observation.provenance)
+            return
+        engine = self.run.engine
+        if observation.kind == "dict":
+            groups = {name: flow.sym("ext", f"observation.{name}") for name in observation.keys}
+            obs = V(dict(groups))
+        else:
+            groups = {}
+            obs = playground_state.array(engine, "observation")
+        state, _ = playground_state.state(engine, obs)
+        seen = engine.call(get_obs, state)
+        at = at + observation.provenance
+        shown = f"{flow.describe(seen)} for playground/{self.env}'s {observation.kind} observation"
+        if observation.kind == "array":
+            if not _hands_on(seen, obs):
+                for key in keys:
+                    self.unknown(key, f"PlaygroundVecEnv._get_obs gives {shown}", at)
+                return
+            for key in keys:  # an observation that is not a dict is the vocabulary's `state`
+                self.out.add(Fact(key, "state", at, f"PlaygroundVecEnv._get_obs hands playground/{self.env}'s array "
+                                                    "observation on unchanged; both networks take it"))
+            return
+        used = [name for name, group in groups.items() if flow.mentions(seen, lambda v, g=group: v is g)]
+        for key in keys:
             if len(used) != 1:
-                self.unknown(key, f"PlaygroundVecEnv._get_obs gives {flow.describe(seen)} for a dict observation", at)
+                self.unknown(key, f"PlaygroundVecEnv._get_obs gives {shown} (groups {', '.join(observation.keys)})",
+                             at)
                 continue
-            self.out.add(Fact(key, used[0], at, f"PlaygroundVecEnv._get_obs keeps obs[{used[0]!r}] of a dict "
-                                                "observation; both networks take that observation"))
+            self.out.add(Fact(key, used[0], at, f"PlaygroundVecEnv._get_obs keeps obs[{used[0]!r}] of "
+                                                f"playground/{self.env}'s dict observation; both networks take it"))
+
+    @staticmethod
+    def _overrides(load: CallRecord | None) -> V | None:
+        """The ``config_overrides`` SLM-Lab's ``registry.load`` passes, for Playground's engine: made
+        of constants (some a choice of constants), as it is; anything else a value not known there."""
+        value = load.kwargs.get("config_overrides") if load is not None else None
+        if value is None:
+            return None
+        return value if _portable(value) else flow.sym("param", "config_overrides")
+
+
+def _portable(value: V) -> bool:
+    """Made of constants, containers and choices of them only: the same in another engine."""
+    data = value.data
+    if isinstance(data, flow.Phi):
+        return all(_portable(o) for o in data.options)
+    if isinstance(data, dict):
+        return all(isinstance(k, str) and _portable(v) for k, v in data.items())
+    if isinstance(data, (tuple, list)):
+        return all(_portable(v) for v in data)
+    return flow.is_const(value)
+
+
+def _hands_on(seen: V, obs: V) -> bool:
+    """Every option of ``seen`` is ``obs`` itself through conversions (dlpack, numpy, dtype, device)."""
+    options = seen.data.options if isinstance(seen.data, flow.Phi) else (seen,)
+    for option in options:
+        while flow.call_name(option) in CONVERSIONS and flow.call_operand(option) is not None:
+            option = flow.call_operand(option)
+        if option.data is not obs.data:
+            return False
+    return True
 
 
 def _named(calls: list[CallRecord], name: str) -> CallRecord | None:
