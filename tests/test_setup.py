@@ -244,6 +244,10 @@ class MjxEnv:
     self._config = config.lock()
     if config_overrides:
       self._config.update_from_flattened_dict(config_overrides)
+
+
+def make_data(model, impl=None):  # a backend choice, as Playground has had since MuJoCo Warp
+  return model
 '''
 PLAYGROUND = {
     MJX_ENV_PATH: MJX_ENV, bfx.MANIP_PARAMS: MANIP_PARAMS, bfx.MANIP_REGISTRY: MANIP_REGISTRY, bfx.LOCO_PARAMS: LOCO_PARAMS,
