@@ -12,7 +12,9 @@ wall and CPU time (``time.process_time``), a new evaluator per run as ``verify``
 (and, for N seeds, sequential runs sharing one compiled evaluator: what batching the training
 loop alone gains), and beside them Brax's ``ppo.train`` at the preset's Brax shapes, one seed a
 call as ``verify`` calls it (``vs_brax_per_cpu_s``: each case's env steps per CPU-second, all its
-seeds together, over Brax's; ``--skip-brax`` leaves it out); the budget is whole updates of both
+seeds together, over Brax's; ``--skip-brax`` leaves it out), and Brax's trainer at the batched
+case's env count, N x num_envs envs (``batched_vs_brax_at_equal_envs_per_cpu_s``: the comparison
+at equal env counts); the budget is whole updates of both
 trainers; compilation excluded (a warm-up of every shape first); medians over ``--repeats``, with the
 load average before and after, because a shared machine's wall time is noisy.
 
@@ -232,6 +234,21 @@ def bench_seeds(env_name: str, num_envs: int, budget: int, seeds: int, repeats: 
         brax_rate = out["cases"]["brax_1_seed"]["env_steps_per_cpu_s"]
         out["vs_brax_per_cpu_s"] = {name: round(case["env_steps_per_cpu_s"] / brax_rate, 2)
                                     for name, case in out["cases"].items() if name != "brax_1_seed"}
+    if brax and seeds > 1:
+        # Like with like: the batched seeds step seeds x num_envs envs at once, so Brax's trainer at
+        # that many envs (one seed, as many env steps as all the seeds together) is the fair rate.
+        wide = seeds * num_envs
+        _brax_run(env_name, wide, 2 * brax_update * seeds, 0)  # compiles this shape
+        runs = [_brax_run(env_name, wide, budget * seeds, 1) for _ in range(repeats)]
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        wall = statistics.median(r["wall_s"] for r in runs)
+        name = f"brax_1_seed_{wide}_envs"
+        out["cases"][name] = {"env_steps": budget * seeds, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                              "env_steps_per_s": round(budget * seeds / wall),
+                              "env_steps_per_cpu_s": round(budget * seeds / cpu), "scores": runs[0]["scores"]}
+        print(json.dumps({name: out["cases"][name]}), file=sys.stderr, flush=True)
+        out["batched_vs_brax_at_equal_envs_per_cpu_s"] = round(
+            out["cases"][f"{seeds}_seeds_batched"]["env_steps_per_cpu_s"] / out["cases"][name]["env_steps_per_cpu_s"], 2)
     if seeds > 1:
         many, one = f"{seeds}_seeds_batched", f"{seeds}_seeds_sequential"
         out["speedup_wall"] = round(out["cases"][one]["wall_s"] / out["cases"][many]["wall_s"], 2)
