@@ -135,7 +135,8 @@ def environment() -> Environment:
                       bytecode_cache=private_bytecode_cache("report", __file__))
     env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
                        tojson=lambda v: json.dumps(v, sort_keys=True), line_link=line_link)
-    env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked)
+    env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked,
+                       per_environment=sorted(PER_ENVIRONMENT))
     return env
 
 
