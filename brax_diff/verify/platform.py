@@ -25,14 +25,19 @@ PACKAGES = ("brax", "jax", "jaxlib", "mujoco", "mujoco-mjx", "numpy", "playgroun
 SIMD = re.compile(r"^(sse\d?\w*|ssse3|avx\w*|fma\w*|amx\w*|f16c)$")
 
 
+def _cpuinfo(given: str | None) -> str:
+    """``given``, else /proc/cpuinfo's text ("" where there is none)."""
+    if given is not None:
+        return given
+    try:
+        return Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def cpu_model(cpuinfo: str | None = None) -> str:
     """The CPU's model name from /proc/cpuinfo ("unknown" where there is none)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            cpuinfo = ""
-    for line in cpuinfo.splitlines():
+    for line in _cpuinfo(cpuinfo).splitlines():
         name, _, value = line.partition(":")
         if name.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
             return value.strip()
@@ -41,12 +46,7 @@ def cpu_model(cpuinfo: str | None = None) -> str:
 
 def cpu_simd(cpuinfo: str | None = None) -> str:
     """The SIMD features of the first CPU in /proc/cpuinfo's ``flags`` line, sorted ("unknown": none read)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            cpuinfo = ""
-    for line in cpuinfo.splitlines():
+    for line in _cpuinfo(cpuinfo).splitlines():
         name, _, value = line.partition(":")
         if name.strip() in ("flags", "Features"):
             return " ".join(sorted(f for f in value.split() if SIMD.match(f))) or "none"
