@@ -127,3 +127,28 @@ def test_a_results_file_names_variants_budgets_and_other_algorithms():
         "v1", 50_000_000, "⚠️")
     assert [s.why for s in skipped] == ["row 2: a second row for PandaPickCube: the first is joined",
                                         "row 3: algorithm SAC: brax-diff compares PPO"]
+
+
+def test_a_results_file_with_a_byte_order_mark_reads_its_header(tmp_path):
+    from brax_diff.compare.results import load
+
+    path = tmp_path / "scores.csv"
+    path.write_bytes("\ufeffenv,score,target\nCartpoleBalance,900,1000\n".encode("utf-8"))
+    scores, _, _ = load(str(path), None)
+    assert scores.rows["CartpoleBalance"].score == 900.0
+    assert scores.rows["CartpoleBalance"].target == 1000.0
+
+
+@pytest.mark.parametrize("text, limit", [
+    ("[" * 3000 + "]" * 3000, "nesting deeper than"),
+    # 9**6 values from 300 bytes: the bounded loader refuses it before building anything.
+    ("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcde", "bcdef")), "aliases expand past"),
+])
+def test_a_hostile_results_yaml_is_one_error_line(tmp_path, text, limit):
+    from brax_diff.compare.results import load
+
+    path = tmp_path / "scores.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(BraxDiffError, match=limit):
+        load(str(path), None)

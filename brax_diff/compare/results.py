@@ -194,8 +194,10 @@ def read_table(text: str, name: str) -> tuple[dict[str, Result], tuple[Skipped, 
     if name.endswith((".yaml", ".yml")):
         import yaml
 
-        try:
-            data = yaml.safe_load(text)
+        from ..safety.limits_yaml import load_yaml
+
+        try:  # bounded: a results file is user input (nesting, alias expansion)
+            data = load_yaml(text, f"--results {name}")
         except yaml.YAMLError as exc:
             raise BraxDiffError(f"--results {name}: not YAML ({str(exc).splitlines()[0]})") from None
         if isinstance(data, dict):
@@ -301,7 +303,8 @@ def load(source: str, slm_snapshot: Any, targets_ref: str | None = None
 
         from ..safety.io import read_text
 
-        text = read_text(source, "--results")
+        # A spreadsheet's export often starts with a byte-order mark; it is not part of the header.
+        text = read_text(source, "--results").removeprefix("\ufeff")
         name = Path(source).name
         rows, skipped = read_benchmarks(text) if name.endswith(".md") else read_table(text, name)
         if not rows:
