@@ -144,7 +144,7 @@ def test_a_results_file_with_a_byte_order_mark_reads_its_header(tmp_path):
     # 9**6 values from 300 bytes: the bounded loader refuses it before building anything.
     ("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
         f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcde", "bcdef")), "aliases expand past"),
-])
+], ids=["nested-3000-deep", "alias-bomb"])
 def test_a_hostile_results_yaml_is_one_error_line(tmp_path, text, limit):
     from brax_diff.compare.results import load
 
