@@ -525,3 +525,41 @@ def test_cli_runs_as_a_module(slm_repo, tmp_path):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert "spec_code_mismatch" in done.stdout and "LinearToMin" in done.stdout
+
+
+# -- spec values SLM-Lab cannot train with (hardening) -----------------------------------------
+
+def _edited(tmp_path, old: str, new: str):
+    files = fx.repo_files()
+    assert old in files[fx.SPEC_PATH]
+    files[fx.SPEC_PATH] = files[fx.SPEC_PATH].replace(old, new, 1)
+    path = tmp_path / "SLM-Lab"
+    shas = make_repo(path, [files])
+    return SlmExtractor(Repository(path, "slm").resolve(shas[0]), sets=SETS)
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_a_run_length_that_is_not_finite_is_unknown_with_its_value(tmp_path, value):
+    facts = _edited(tmp_path, 'max_frame: "${max_frame}"', f"max_frame: {value}").variant("ppo_fx").facts
+    fact = facts["training_env_steps"]
+    assert fact.is_unknown and "not a run length" in fact.unknown
+    assert lines(fact) == [("ppo_playground.yaml", fx.line_of(fx.SPEC, 'max_frame: "${max_frame}"'))]
+
+
+def test_an_explicit_null_gamma_leaves_discount_and_the_advantage_recursion_unknown(tmp_path):
+    facts = _edited(tmp_path, "      gamma: 0.995", "      gamma: ~").variant("ppo_fx").facts
+    assert facts["discount"].is_unknown and "gamma is None" in facts["discount"].unknown
+    assert facts["advantage_form"].is_unknown
+    assert "gamma=None, lam=0.9" in facts["advantage_form"].unknown
+
+
+@pytest.mark.parametrize("value, shown", [("!!int 16.0", "'16.0'"), ("!!float abc", "'abc'"),
+                                          ("!!timestamp 2020-13-45", "month must be in 1..12")])
+def test_a_tagged_scalar_yaml_cannot_convert_is_one_error_line(tmp_path, capsys, value, shown):
+    files = fx.repo_files()
+    files[fx.SPEC_PATH] = files[fx.SPEC_PATH].replace('max_frame: "${max_frame}"', f"max_frame: {value}", 1)
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [files])
+    code = main(["extract", "slm", "--slm-repo", str(path), "--spec", fx.SPEC_PATH, "--variant", "ppo_fx"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and shown in err[0]

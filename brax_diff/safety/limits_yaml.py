@@ -23,6 +23,15 @@ class BoundedConstructor(yaml.constructor.SafeConstructor):
             raise LimitExceeded(f"{at_line(self.origin, node.start_mark.line + 1)}: {refused}")
         return super().construct_yaml_int(node)
 
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        # PyYAML lets a tagged scalar it cannot convert (`!!int 16.0`, `!!float abc`, an invalid
+        # `!!timestamp`) escape as a bare ValueError; it is malformed YAML like any other.
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(None, None, f"{node.tag} {node.value!r}: {exc}",
+                                                    node.start_mark) from None
+
 
 BoundedConstructor.add_constructor("tag:yaml.org,2002:int", BoundedConstructor.construct_yaml_int)
 

@@ -358,7 +358,8 @@ class _VariantFacts:
         """``env.max_frame``: the run's length in env steps, all envs together (SLM-Lab's
         ``-s max_frame=N`` on the command line when the spec leaves it ``${max_frame}``)."""
         value, at, note = self.setting("env.max_frame", None)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value != int(value) or value <= 0):
             why = ("the spec leaves env.max_frame to the command line: give it with --set max_frame=N"
                    if isinstance(value, str) and "${" in value else f"env.max_frame is {value!r}, not a run length")
             self.unknown("training_env_steps", why, (at,), kind="unset_placeholder" if "--set" in why else
@@ -431,7 +432,8 @@ class _VariantFacts:
             self.unknown("eval_interval_env_steps", f"{code.ENV_INIT} _set_env_attributes sets no {name} default",
                          (rigorous_at,))
             return
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value <= 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or value != int(value) or value <= 0):
             self.unknown("eval_interval_env_steps", f"meta.{name} is {value!r}, not a number of frames", (at,))
             return
         self.add("eval_interval_env_steps", int(value), [at, rigorous_at],
@@ -792,8 +794,13 @@ class _VariantFacts:
         if rewards is None or deltas is None or not any(p is rewards for p in semantics.summands(deltas)):
             self.unknown(key, f"calc_gaes() in {code.MATH_UTIL} computes no TD errors `deltas` from its rewards", where)
             return
-        rate = (flow.plain(gamma) * flow.plain(lam) if gamma is not None and lam is not None and flow.is_const(gamma)
-                and flow.is_const(lam) else None)
+        # Numbers only: a spec's `gamma: ~` reaches calc_gaes as None (SLM-Lab itself fails there).
+        numbers = [flow.plain(v) if v is not None and flow.is_const(v) else None for v in (gamma, lam)]
+        if not all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
+            self.unknown(key, f"calc_gaes() in {code.MATH_UTIL} is given gamma={numbers[0]!r}, lam={numbers[1]!r}: "
+                              "the recursion's rate gamma * lam is not a known number", where)
+            return
+        rate = numbers[0] * numbers[1]
 
         def from_deltas(v: flow.V) -> bool:  # deltas[t]
             data = semantics.unwrapped(v).data
