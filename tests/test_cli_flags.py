@@ -200,3 +200,13 @@ def test_a_set_with_no_placeholder_in_the_spec_is_an_error(command, upstreams, t
     assert err == ("error: --set foo=1: the spec slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml has no ${foo} "
                    "placeholder; its placeholders: ${env}, ${max_frame}\n")
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_set_given_twice_with_two_values_is_one_error_line(capsys):
+    from brax_diff.cli.common import parse_sets
+
+    assert parse_sets(["max_frame=1e8", "max_frame=1e8", "env=x"]) == {"max_frame": "1e8", "env": "x"}
+    # extract slm parses --set before it reads any repository: the error comes first and alone.
+    code = main(["extract", "slm", "--slm-repo", "/nonexistent", "--set", "max_frame=1e8", "--set", "max_frame=2e8"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["error: --set max_frame is given twice ('1e8' and '2e8'): give it once"]

@@ -255,6 +255,12 @@ def test_verify_set_splits_trainer_settings_from_spec_variables():
         split_sets(["num_envs"])
     with pytest.raises(BraxDiffError, match="not a int"):
         split_sets(["lr_decay_steps=1.5"])
+    # Twice with two values: SLM-Lab's -s takes the first, most tools the last; brax-diff neither.
+    with pytest.raises(BraxDiffError, match=r"--set max_frame is given twice \('1e8' and '2e8'\)"):
+        split_sets(["max_frame=1e8", "max_frame=2e8"])
+    with pytest.raises(BraxDiffError, match="--set num_envs is given twice"):
+        split_sets(["num_envs=8", "num_envs=16"])
+    assert split_sets(["max_frame=1e8", "max_frame=1e8"])[1] == {"max_frame": "1e8"}
 
 
 def test_the_estimate_counts_every_run_and_says_which_machine():

@@ -31,13 +31,19 @@ def stdout_console() -> "Console":
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """``--set`` values, ``["max_frame=1e8", "env=playground/CartpoleBalance"]``, as a dict; a later KEY wins."""
+    """``--set`` values, ``["max_frame=1e8", "env=playground/CartpoleBalance"]``, as a dict.
+
+    A KEY given twice with two values is an error: SLM-Lab's ``-s`` substitutes the first, most
+    tools let the last win, and a silent choice between them is a wrong value either way."""
     sets: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise BraxDiffError(f"--set {item!r}: expected KEY=VALUE, e.g. --set max_frame=100000000")
-        sets[key.strip()] = value
+        key = key.strip()
+        if key in sets and sets[key] != value:
+            raise BraxDiffError(f"--set {key} is given twice ({sets[key]!r} and {value!r}): give it once")
+        sets[key] = value
     return sets
 
 

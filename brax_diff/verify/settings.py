@@ -397,10 +397,15 @@ def split_sets(items: list[str] | None) -> tuple[dict[str, Any], dict[str, str]]
     any other name (``max_frame``, ``env``) is a ``${name}`` substitution in the SLM-Lab spec,
     as ``extract slm --set`` does; the extractor rejects one the spec does not use."""
     fields_, spec_vars = [], {}
+    given: dict[str, str] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise BraxDiffError(f"--set {item!r}: expected NAME=VALUE, e.g. --set max_frame=100000000")
+        # Twice with two values is an error, as for `extract --set` (SLM-Lab's -s takes the first).
+        if given.setdefault(name.strip(), value.strip()) != value.strip():
+            raise BraxDiffError(f"--set {name.strip()} is given twice ({given[name.strip()]!r} and "
+                                f"{value.strip()!r}): give it once")
         if name.strip() in FIELDS:
             fields_.append(item)
         elif name.strip().isidentifier():
