@@ -511,3 +511,18 @@ def test_deleted_working_directory_is_one_error_line(tmp_path):
     done = subprocess.run(f"cd {gone} && rmdir {gone} && {sys.executable} -m brax_diff rules", shell=True,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2 and done.stderr == "error: the current directory no longer exists\n", done.stderr
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16", "ISO-8859-1"])
+def test_a_repository_that_asks_for_its_log_in_another_encoding_is_read_as_utf8(tmp_path, encoding):
+    from brax_diff.sources.permalinks import last_change
+    from brax_diff.sources.repository import Repository
+    from gitfixture import make_repo
+
+    shas = make_repo(tmp_path / "r", [{"a.py": "x = 1\n"}, {"b.py": "y = 2\n"}], messages=["première", "zweite"])
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "config", "i18n.logOutputEncoding", encoding], check=True)
+    snapshot = Repository(tmp_path / "r", "brax").resolve(shas[1])
+    # UTF-16 output was a UnicodeDecodeError traceback from `report` (its history of spec keys).
+    assert last_change(snapshot, "a.py") == shas[0]
+    done = snapshot.repository.git_command("log", "--format=%H %s", shas[1])
+    assert done.stdout.splitlines() == [f"{shas[1]} zweite", f"{shas[0]} première"]

@@ -55,6 +55,8 @@ _INERT_SETTINGS = (
     ("diff.external", ""),
     ("core.askPass", ""),
     ("credential.helper", ""),  # an empty value empties the list of helpers
+    # Output brax-diff decodes as UTF-8: a repository may ask for its log in UTF-16 or Latin-1.
+    ("i18n.logOutputEncoding", "UTF-8"),
 )
 # The transports a clone or fetch of a URL may use. A read uses none: a partial clone fetches
 # a missing object from its promisor remote, whose settings (uploadpack, vcs, sshCommand) name
