@@ -526,3 +526,45 @@ def test_a_repository_that_asks_for_its_log_in_another_encoding_is_read_as_utf8(
     assert last_change(snapshot, "a.py") == shas[0]
     done = snapshot.repository.git_command("log", "--format=%H %s", shas[1])
     assert done.stdout.splitlines() == [f"{shas[1]} zweite", f"{shas[0]} première"]
+
+
+def _damage(repo: Path, object_id: str) -> None:
+    """Truncate a loose object to its first bytes, as a torn copy or a failing disk leaves it."""
+    loose = repo / ".git" / "objects" / object_id[:2] / object_id[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(loose.read_bytes()[:20])
+
+
+def test_a_damaged_object_is_an_error_naming_it_not_an_empty_file_or_a_broken_pipe(tmp_path):
+    from brax_diff.errors import SourceError
+    from brax_diff.sources.repository import Repository
+    from gitfixture import make_repo
+
+    shas = make_repo(tmp_path / "r", [{"a.py": "x = 1\n" * 200, "b.py": "y = 2\n"}])
+    blob = subprocess.run(["git", "-C", str(tmp_path / "r"), "rev-parse", "HEAD:a.py"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    _damage(tmp_path / "r", blob)  # its header still reads: git announces 1,200 bytes, then stops
+    snapshot = Repository(tmp_path / "r", "brax").resolve(shas[0])
+    # GitPython returned the bytes `git cat-file` gave before it stopped: the file read as "".
+    with pytest.raises(SourceError, match=f"git object {blob} .* has 0 of its 1200 bytes: the repository is damaged"):
+        snapshot.read("a.py")
+    # cat-file has died: the next read was a BrokenPipeError, and the CLI exited 1 with no message.
+    with pytest.raises(SourceError, match="cannot be read .*Broken pipe.*the repository is damaged"):
+        snapshot.read("b.py")
+
+
+def test_a_damaged_spec_is_one_error_line(tmp_path, capsys):
+    import slm_fixtures as fx
+    from gitfixture import make_repo
+
+    path = tmp_path / "SLM-Lab"
+    make_repo(path, [fx.repo_files()])
+    spec = subprocess.run(["git", "-C", str(path), "rev-parse", f"HEAD:{fx.SPEC_PATH}"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    _damage(path, spec)  # its header no longer reads: git answers "missing", in a clone that is not partial
+    code = main(["extract", "slm", "--slm-repo", str(path), "--spec", fx.SPEC_PATH, "--variant", "ppo_fx",
+                 "--set", "max_frame=1000"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: ") and f"git object {spec} is missing from" in err[0]
+    assert err[0].endswith("the repository is damaged (try `git fsck`)")

@@ -111,10 +111,17 @@ def test_extract_runs_nothing_a_repository_configures(hostile, capsys):
     assert fired(markers) == []
 
 
+def as_partial_clone(repo: Path) -> None:
+    """Configure ``repo`` as `git clone --filter` leaves it (its lacking objects are then no damage)."""
+    _git(repo, "config", "core.repositoryformatversion", "1")
+    _git(repo, "config", "extensions.partialClone", "origin")
+
+
 def drop_blob(repo: Path, path: str) -> str:
     """Delete the loose object of ``path``'s blob at HEAD: what a partial clone lacks."""
     blob = _git(repo, "rev-parse", f"HEAD:{path}")
     git_dir = Path(_git(repo, "rev-parse", "--absolute-git-dir"))
+    as_partial_clone(repo)
     (git_dir / "objects" / blob[:2] / blob[2:]).unlink()
     return blob
 
@@ -134,6 +141,7 @@ def test_a_missing_tree_is_one_error_line(hostile, capsys):
     paths, markers = hostile
     tree = _git(paths["slm"], "rev-parse", "HEAD:slm_lab/spec")
     git_dir = Path(_git(paths["slm"], "rev-parse", "--absolute-git-dir"))
+    as_partial_clone(paths["slm"])
     (git_dir / "objects" / tree[:2] / tree[2:]).unlink()
     assert main(["extract", "slm", *repo_flags(paths)[4:], "--slm", "HEAD", "--all-variants"]) == 2
     assert capsys.readouterr().err == (f"error: slm: git object {tree} is missing from {paths['slm']}; "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import glob
+import functools
 import hashlib
 import os
 import re
@@ -155,10 +156,40 @@ def _locate(path: Path, side: str, location: str) -> tuple[str, bool, str | None
     raise SourceError(f"{side}: {location} is not a git repository")
 
 
+@functools.cache
+def _checked_db():
+    """GitPython's object database, with a damaged repository as a SourceError: `git cat-file
+    --batch` stops short on a damaged object (GitPython returns the bytes it got, so the file
+    read as empty) and dies, and the next read writes to a closed pipe (a BrokenPipeError the
+    CLI's handler for a closed stdout would take for `| head`)."""
+    import io
+
+    from git.db import GitCmdObjectDB
+    from gitdb.base import OStream
+
+    class CheckedObjectDB(GitCmdObjectDB):
+        def stream(self, binsha: bytes) -> OStream:
+            why = f"git object {binsha.hex()} in {os.path.dirname(self.root_path())}"
+            try:
+                found = super().stream(binsha)
+                if found.size > limits.MAX_FILE_BYTES:  # the reader refuses it unread (LimitExceeded)
+                    return found
+                data = found.read()
+            except (BrokenPipeError, ConnectionError) as exc:
+                raise SourceError(f"{why} cannot be read ({exc.strerror or exc}): the repository is damaged "
+                                  "(try `git fsck`)") from None
+            if len(data) != found.size:
+                raise SourceError(f"{why} has {len(data)} of its {found.size} bytes: the repository is damaged "
+                                  "(try `git fsck`)")
+            return OStream(found.binsha, found.type, found.size, io.BytesIO(data))
+
+    return CheckedObjectDB
+
+
 def _open(path: Path) -> "git.Repo":
     import git
 
-    repo = git.Repo(path)
+    repo = git.Repo(path, odbt=_checked_db())
     repo.git.update_environment(**git_environment())
     if not repo.bare:
         # A bare repository with extensions.worktreeConfig keeps core.bare in config.worktree,
@@ -285,6 +316,8 @@ def open_all(sides: Iterable[str], open_one: Callable[[str], "Repository"]) -> d
     return opened
 
 
+
+
 class Repository:
     """A git repository opened for blob reads. ``side`` names it in messages."""
 
@@ -330,8 +363,10 @@ class Repository:
         try:
             return self.git.odb.stream(binsha)
         except ValueError:  # GitPython's word for `git cat-file` answering "missing"
-            raise SourceError(f"{what}: git object {binsha.hex()} is missing from {self.location}; brax-diff "
-                              f"does not fetch what a partial clone lacks") from None
+            partial = self.git_command("config", "--get", "extensions.partialClone").stdout.strip()
+            why = ("brax-diff does not fetch what a partial clone lacks" if partial else
+                   "the repository is damaged (try `git fsck`)")  # cat-file says "missing" for an unreadable header
+            raise SourceError(f"{what}: git object {binsha.hex()} is missing from {self.location}; {why}") from None
 
     def head_sha(self) -> str | None:
         done = self.git_command("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
