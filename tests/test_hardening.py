@@ -548,8 +548,28 @@ def test_a_damaged_object_is_an_error_naming_it_not_an_empty_file_or_a_broken_pi
     # GitPython returned the bytes `git cat-file` gave before it stopped: the file read as "".
     with pytest.raises(SourceError, match=f"git object {blob} .* has 0 of its 1200 bytes: the repository is damaged"):
         snapshot.read("a.py")
-    # cat-file has died: the next read was a BrokenPipeError, and the CLI exited 1 with no message.
-    with pytest.raises(SourceError, match="cannot be read .*Broken pipe.*the repository is damaged"):
+    # cat-file has died: the next read was a BrokenPipeError (the CLI exited 1 with no message) or,
+    # when the pipe still took the request, an empty header GitPython calls "dubious ownership".
+    with pytest.raises(SourceError, match="cannot be read .*(Broken pipe|stopped answering).*the repository is damaged"):
+        snapshot.read("b.py")
+
+
+def test_a_dead_cat_file_that_answers_nothing_is_the_same_error(tmp_path, monkeypatch):
+    """Which of the two a dead `git cat-file` gives is a race (CI saw the empty answer): pin the second."""
+    from git.db import GitCmdObjectDB
+
+    from brax_diff.errors import SourceError
+    from brax_diff.sources.repository import Repository
+    from gitfixture import make_repo
+
+    shas = make_repo(tmp_path / "r", [{"b.py": "y = 2\n"}])
+    snapshot = Repository(tmp_path / "r", "brax").resolve(shas[0])
+
+    def empty_header(self, binsha):
+        raise ValueError("SHA is empty, possible dubious ownership in the repository at r.")
+
+    monkeypatch.setattr(GitCmdObjectDB, "stream", empty_header)
+    with pytest.raises(SourceError, match="cannot be read \\(git cat-file stopped answering\\): the repository is damaged"):
         snapshot.read("b.py")
 
 

@@ -161,7 +161,7 @@ def _checked_db():
     """GitPython's object database, with a damaged repository as a SourceError: `git cat-file
     --batch` stops short on a damaged object (GitPython returns the bytes it got, so the file
     read as empty) and dies, and the next read writes to a closed pipe (a BrokenPipeError the
-    CLI's handler for a closed stdout would take for `| head`)."""
+    CLI's handler for a closed stdout would take for `| head`) or reads an empty answer."""
     import io
 
     from git.db import GitCmdObjectDB
@@ -178,6 +178,14 @@ def _checked_db():
             except (BrokenPipeError, ConnectionError) as exc:
                 raise SourceError(f"{why} cannot be read ({exc.strerror or exc}): the repository is damaged "
                                   "(try `git fsck`)") from None
+            except ValueError as exc:
+                # The dead cat-file's pipe can also still take the request and answer nothing:
+                # GitPython then reads an empty header and guesses "dubious ownership", which
+                # _locate's rev-parse has already ruled out.
+                if not str(exc).startswith("SHA is empty"):
+                    raise
+                raise SourceError(f"{why} cannot be read (git cat-file stopped answering): the repository is "
+                                  "damaged (try `git fsck`)") from None
             if len(data) != found.size:
                 raise SourceError(f"{why} has {len(data)} of its {found.size} bytes: the repository is damaged "
                                   "(try `git fsck`)")
