@@ -1,8 +1,10 @@
-"""scripts/verify-gpu.sh end to end on the CPU at a tiny size (VERIFY_GPU_SCALE=tiny): the same
-steps as on a GPU (plan and estimate, then `brax-diff verify` with the gpu preset scaled down,
-then the throughput summary), training for real on fixture repositories. Marked `training`:
-it pays cold XLA compilations (the environment and evaluator per PyTorch run, Brax's trainer
-once): measured 164 s wall, 200 CPU-s, on an idle 2-core AMD EPYC (2026-12-03); it runs in CI.
+"""The GPU verification (scripts/verify-gpu-prepare.sh here, scripts/verify-gpu.sh there) end to
+end on the CPU at a tiny size (VERIFY_GPU_SCALE=tiny): the bundle made from fixture repositories,
+the timing runs, the window fit, the trained reference and stand-in, the full-evidence estimate.
+The same code path as on the GPU machine, except the wheels (this machine has the verify extra;
+VERIFY_GPU_WHEELS=0) and the jax compatibility layer, which jax 0.9 does not need
+(tests/test_jax_compat.py forces it through Brax's trainer). Marked `training`: it pays the cold
+XLA compilations of three trainers' shapes.
 """
 
 from __future__ import annotations
@@ -22,58 +24,75 @@ from brax_diff.verify import training_stack_missing
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+def _environment(tmp_path: Path, **env: str) -> dict:
     paths = make_upstreams(tmp_path / "up")
-    environment = dict(os.environ, PYTHONPATH=str(ROOT), BRAX_REPO=str(paths["brax"]),
-                       PLAYGROUND_REPO=str(paths["playground"]), SLM_REPO=str(paths["slm"]), BRAX_REF="HEAD",
-                       PLAYGROUND_REF="HEAD", SLM_REF="HEAD", CACHE=str(tmp_path / "cache"), **env)
-    bin_dir = tmp_path / "bin"  # `brax-diff` as this checkout's CLI, whatever is installed
-    bin_dir.mkdir()
-    (bin_dir / "brax-diff").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m brax_diff "$@"\n')
-    (bin_dir / "brax-diff").chmod(0o755)
-    environment["PATH"] = f"{bin_dir}{os.pathsep}{environment['PATH']}"
-    return subprocess.run(["bash", str(ROOT / "scripts" / "verify-gpu.sh"), str(tmp_path / "out")],
-                          capture_output=True, text=True, env=environment, timeout=3600)
+    bin_dir = tmp_path / "bin"  # python3 as this interpreter, whatever else is on PATH
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python3").chmod(0o755)
+    return dict(os.environ, PYTHONPATH=str(ROOT), BRAX_REPO=str(paths["brax"]),
+                PLAYGROUND_REPO=str(paths["playground"]), SLM_REPO=str(paths["slm"]), BRAX_REF="HEAD",
+                PLAYGROUND_REF="HEAD", SLM_REF="HEAD", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env)
 
 
-def test_an_unknown_scale_is_one_error(tmp_path):
-    done = _run(tmp_path, VERIFY_GPU_SCALE="huge")
+def _script(name: str, args: list[str], environment: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
+                          env=environment, timeout=3600)
+
+
+def test_an_unknown_scale_and_a_missing_bundle_are_one_error_each(tmp_path):
+    environment = dict(os.environ, VERIFY_GPU_BUNDLE=str(tmp_path / "nothing"))
+    done = _script("verify-gpu.sh", [str(tmp_path / "out")], dict(environment, VERIFY_GPU_SCALE="huge"))
     assert done.returncode == 2 and done.stderr.strip() == "error: VERIFY_GPU_SCALE must be full or tiny, got huge"
+    done = _script("verify-gpu.sh", [str(tmp_path / "out")], environment)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"error: no bundle at {tmp_path / 'nothing'}: run scripts/verify-gpu-prepare.sh "
+                                   "first (where the repositories are)")
+
+
+def test_the_bundle_holds_both_extractions_and_the_written_variant(tmp_path):
+    environment = _environment(tmp_path, VERIFY_GPU_WHEELS="0", VERIFY_GPU_ENV="CartpoleBalance",
+                               VERIFY_GPU_FAILING="CartpoleBalance CheetahRun", SLM_VARIANT="ppo_fx")
+    done = _script("verify-gpu-prepare.sh", [str(tmp_path / "bundle")], environment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    bundle = tmp_path / "bundle"
+    meta = json.loads((bundle / "bundle.json").read_text())
+    assert meta["env"] == "CartpoleBalance" and meta["failing_envs"] == ["CartpoleBalance", "CheetahRun"]
+    from brax_diff.verify.inputs import load_extraction
+
+    brax, slm = load_extraction(bundle / "brax.json", "brax"), load_extraction(bundle / "slm.json", "slm")
+    fixed = load_extraction(bundle / "spec_fixes.json", "slm")
+    assert brax.scope["env"] == "CartpoleBalance" and slm.scope["variant"] == "ppo_fx"
+    # the written variant moved what the spec can express to Brax's values
+    assert fixed.value("discount") == brax.value("discount") and slm.value("discount") != brax.value("discount")
 
 
 @pytest.mark.training
 @pytest.mark.skipif(training_stack_missing() is not None, reason="needs the verify extra (torch, jax, brax)")
-def test_the_gpu_script_runs_end_to_end_at_a_tiny_size_on_the_cpu(tmp_path):
-    done = _run(tmp_path, VERIFY_GPU_SCALE="tiny", VERIFY_GPU_ENVS="CartpoleBalance", SLM_VARIANT="ppo_fx")
+def test_the_gpu_run_measures_fits_trains_and_costs_at_a_tiny_size_on_the_cpu(tmp_path):
+    environment = _environment(tmp_path, VERIFY_GPU_WHEELS="0", VERIFY_GPU_ENV="CartpoleBalance",
+                               SLM_VARIANT="ppo_fx", VERIFY_GPU_BUNDLE=str(tmp_path / "bundle"),
+                               VERIFY_GPU_SCALE="tiny", VERIFY_GPU_WINDOW="600")
+    done = _script("verify-gpu-prepare.sh", [str(tmp_path / "bundle")], environment)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = _script("verify-gpu.sh", [str(tmp_path / "out")], environment)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert "tiny CPU run of the GPU verification (VERIFY_GPU_SCALE=tiny): same steps, scaled presets" in lines
-    plan_line = next(line for line in lines if line.startswith("verify plan:"))
-    assert "1 env(s) x 1 seed(s)" in plan_line
-    estimate = next(line for line in lines if line.startswith("estimated wall time"))
-    assert "extrapolated until a GPU run calibrates them" in estimate
-    result = json.loads((tmp_path / "out" / "CartpoleBalance" / "verify.json").read_text())
-    arms = {run["arm"] for run in result["runs"]}
-    assert {"baseline", "all_fixes", "spec_fixes", "reference"} <= arms
+    assert [line.split(":")[0] for line in lines if line.startswith("measured ")] == [
+        "measured reference", "measured stand_in", "measured baseline"]
+    window = json.loads((tmp_path / "out" / "window.json").read_text())
+    rates = window["rates"]
+    assert {arm: rates[arm]["num_envs"] for arm in rates} == {"reference": 4, "stand_in": 4, "baseline": 4}
+    assert all(rates[arm]["update_seconds"] > 0 and rates[arm]["eval_seconds"] > 0 for arm in rates)
+    fit = window["fit"]
+    assert fit["arms"] == ["reference", "stand_in"] and fit["seeds"] == 1 and fit["evals"] == 1
+    # Brax's own budget (--budget 1 in a tiny run): one update of both arms
+    assert fit["budget"] == rates["stand_in"]["update_env_steps"] == rates["reference"]["update_env_steps"]
+    full = {row["arm"]: row for row in window["full_evidence"]}
+    assert set(full) == {"baseline", "spec_fixes", "all_fixes", "reference", "all"}
+    assert full["baseline"]["basis"] == "measured" and full["reference"]["basis"] == "measured"
+    assert full["all"]["minutes_at_20_seeds"] == pytest.approx(2 * full["all"]["minutes_at_10_seeds"], abs=0.2)
+    result = json.loads((tmp_path / "out" / "verify.json").read_text())
+    assert sorted(run["arm"] for run in result["runs"]) == ["reference", "stand_in"]
     assert all(run["status"] == "ok" for run in result["runs"]), [r["error"] for r in result["runs"]]
-    assert result["plan"]["scoring"]["eval_envs"] == 2 and result["platform"]["accelerator"] == "none"
-    summary = next(line for line in lines if line.startswith("CartpoleBalance {"))
-    assert '"torch-ppo"' in summary and '"brax-ppo"' in summary
-
-
-def test_a_gpu_plan_costed_from_cpu_constants_says_it_is_extrapolated():
-    from test_verify_plan import pair
-
-    from brax_diff.verify import build_plan
-    from brax_diff.verify.costs import estimate, load_throughput
-
-    brax, slm = pair()
-    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=1, budget=1600, evals=1, eval_envs=4)
-    throughput = load_throughput()
-    assert throughput.device == "cpu"
-    on_gpu = estimate(plan, throughput, device="gpu")
-    assert on_gpu.extrapolated_to == "gpu" and on_gpu.to_json()["extrapolated_to"] == "gpu"
-    assert on_gpu.render().endswith("; for a GPU these are extrapolated until a GPU run calibrates them "
-                                    "(benchmarks/bench_trainers.py --calibrate there, then verify --throughput FILE)")
-    assert "extrapolated" not in estimate(plan, throughput).render()
-    assert "extrapolated" not in estimate(plan, throughput, device="cpu").render()
+    assert result["platform"]["accelerator"] == "none"

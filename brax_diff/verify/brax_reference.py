@@ -74,6 +74,9 @@ def train(settings: Mapping[str, Any], env_name: str, budget: int, seed: int, sc
     Raises ValueError when its checkpoints are not the plan's (the budget was not whole updates)."""
     from brax.training.agents.ppo import train as ppo
 
+    from .jax_compat import apply
+
+    apply()  # brax 0.14.2 on jax >= 0.10 (the GPU machine's jax 0.11)
     steps: list[int] = []
     scores: list[float] = []
 

@@ -32,13 +32,24 @@ def enable_compilation_cache(directory: str | os.PathLike) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
+def physics_impl() -> str | None:
+    """The ``impl`` to ask Playground for: MJX's JAX implementation on a CPU (its default, warp,
+    is about 100x slower there) and wherever warp is not installed (the GPU machine: warp's
+    150 MB wheel does not fit what a call carries); None: Playground's default."""
+    import importlib.util
+
+    if jax_backend() == "cpu" or importlib.util.find_spec("warp") is None:
+        return CPU_IMPL
+    return None
+
+
 def load_playground(name: str, config_overrides: dict | None = None):
-    """``registry.load`` with ``impl=jax`` unless the GPU is there (then Playground's default)."""
+    """``registry.load`` with the ``impl`` of :func:`physics_impl`."""
     from mujoco_playground import registry
 
     overrides = dict(config_overrides or {})
-    if jax_backend() == "cpu":
-        overrides.setdefault("impl", CPU_IMPL)
+    if physics_impl() is not None:
+        overrides.setdefault("impl", physics_impl())
     try:
         return registry.load(name, config_overrides=overrides), registry.get_default_config(name)
     except Exception as exc:  # unknown name, menagerie assets that cannot be fetched offline, ...

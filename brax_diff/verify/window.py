@@ -1,0 +1,371 @@
+"""The GPU verification sized to its window: measure each trainer at its real shape, run what
+fits, and say what the full evidence would cost.
+
+The GPU machine is lent for minutes (15 in all, at most 10 a command, 1-2 of them to start), has
+no network and carries at most 64 MiB. So the work is split in two:
+
+* ``prepare`` (here, where the repositories are): the Brax and SLM-Lab Extractions of one
+  environment, and the variant ``brax-diff fix`` writes for it, saved as JSON in a bundle
+  folder; ``scripts/verify-gpu-prepare.sh`` adds the wheels the GPU machine lacks.
+* ``run`` (there): nothing is read from a repository. Three short timed runs measure Brax's
+  trainer at Playground's config (the reference), the PyTorch trainer with Brax's settings (the
+  stand-in) and with SLM-Lab's at its own env count (the baseline); from those rates the
+  reference and the stand-in are planned to Brax's own budget if it fits, with as many paired
+  seeds as fit, else to the largest budget that fits two seeds; the runs go through
+  :func:`brax_diff.verify.run_plan` (verdicts, equivalence, verify.json); and ``window.json``
+  records the rates, the fit, and what baseline / spec_fixes / all_fixes / reference at 10 and
+  20 seeds would cost.
+
+The cost of a run is ``overhead + updates x update_seconds + (evals + 1) x eval_seconds``, each
+term measured (``Rate``); the overhead (compilation, building the environment) is the measured
+one of a first run in the process, charged to every run: an upper bound where the compilation
+cache serves later runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..errors import BraxDiffError
+
+WINDOW_SECONDS = 420  # of a 10-minute command: the start, the measurements and the writing fit around it
+MIN_SEEDS, MAX_SEEDS = 2, 20  # the fewest paired seeds worth planning; more add little beyond 20
+MEASURE_UPDATES = 4  # updates of a timing run: the first compiles (Brax's trainer compiles twice)
+FULL_EVIDENCE_ARMS = ("baseline", "spec_fixes", "all_fixes", "reference")
+FULL_EVIDENCE_SEEDS = (10, 20)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One trainer's measured cost at one shape."""
+
+    arm: str
+    trainer: str
+    env: str
+    num_envs: int
+    update_env_steps: int  # env steps of one update (action repeats counted)
+    update_seconds: float  # one update, steady (compiled)
+    eval_seconds: float  # one checkpoint's evaluation, steady
+    overhead_seconds: float  # the rest of a first run: compilation, building the environment
+    measured_seconds: float  # the timing run's wall time
+
+    @property
+    def env_steps_per_s(self) -> float:
+        return self.update_env_steps / self.update_seconds if self.update_seconds > 0 else math.inf
+
+    def run_seconds(self, budget: int, evals: int) -> float:
+        updates = math.ceil(budget / self.update_env_steps)
+        return self.overhead_seconds + updates * self.update_seconds + (evals + 1) * self.eval_seconds
+
+    def to_json(self) -> dict:
+        return dict(asdict(self), env_steps_per_s=round(self.env_steps_per_s, 1))
+
+
+def rate_from_timings(spec_arm: str, trainer: str, env: str, num_envs: int, update_env_steps: int,
+                      update_seconds: list[float], eval_seconds: list[float], total_seconds: float) -> Rate:
+    """A Rate from one timing run: the steady update time is the median of the updates after
+    the first (which compiles), the steady evaluation the median after the first; whatever the
+    run spent beyond those is its overhead."""
+    if len(update_seconds) < 2 or not eval_seconds:
+        raise BraxDiffError(f"{env} {spec_arm}: a timing run needs 2 updates and an evaluation, got "
+                            f"{len(update_seconds)} and {len(eval_seconds)}")
+    update = statistics.median(update_seconds[1:])
+    evaluation = statistics.median(eval_seconds[1:] or eval_seconds)
+    overhead = max(0.0, total_seconds - len(update_seconds) * update - len(eval_seconds) * evaluation)
+    return Rate(spec_arm, trainer, env, num_envs, update_env_steps, update, evaluation, overhead, total_seconds)
+
+
+@dataclass
+class Fit:
+    """What the window holds: ``seeds`` paired seeds of ``arms`` at ``budget`` env steps."""
+
+    arms: tuple[str, ...]
+    budget: int
+    target_budget: int  # Brax's own budget for the environment
+    seeds: int
+    evals: int
+    seconds: float  # the planned runs' estimated wall time
+    window_seconds: float
+    reason: str
+
+    def to_json(self) -> dict:
+        return dict(asdict(self), arms=list(self.arms), seconds=round(self.seconds, 1))
+
+
+def fit_window(rates: Mapping[str, Rate], arms: tuple[str, ...], target_budget: int, evals: int,
+               window_seconds: float, min_seeds: int = MIN_SEEDS, max_seeds: int = MAX_SEEDS,
+               seed_cap: int | None = None) -> Fit:
+    """The budget and seed count of ``arms`` that fit ``window_seconds``: Brax's own budget
+    (``target_budget``) with as many seeds as fit (up to ``max_seeds``) when ``min_seeds`` fit;
+    else the largest budget in whole updates of every arm at which ``min_seeds`` fit. ``seed_cap``
+    lowers ``max_seeds`` and ``min_seeds`` together (a tiny run). Raises when not one update of
+    every arm fits ``min_seeds`` times."""
+    max_seeds = min(max_seeds, seed_cap) if seed_cap else max_seeds
+    min_seeds = min(min_seeds, max_seeds)
+    unit = math.lcm(*(rates[a].update_env_steps for a in arms)) * evals  # checkpoints on whole updates
+
+    def per_seed(budget: int) -> float:
+        return sum(rates[a].run_seconds(budget, evals) for a in arms)
+
+    target = math.ceil(target_budget / unit) * unit
+    if per_seed(target) * min_seeds <= window_seconds:
+        seeds = max(min_seeds, min(max_seeds, int(window_seconds // per_seed(target))))
+        return Fit(arms, target, target_budget, seeds, evals, seeds * per_seed(target), window_seconds,
+                   f"Brax's own budget ({target:,} env steps) fits {seeds} paired seed(s)")
+    units = int((window_seconds / min_seeds - per_seed(0)) // max(per_seed(unit) - per_seed(0), 1e-9))
+    if units < 1:
+        raise BraxDiffError(f"not one checkpointed update of {', '.join(arms)} fits {min_seeds} seed(s) in "
+                            f"{window_seconds:.0f} s (one seed of one unit: {per_seed(unit):.0f} s)")
+    budget = units * unit
+    return Fit(arms, budget, target_budget, min_seeds, evals, min_seeds * per_seed(budget), window_seconds,
+               f"Brax's own budget ({target:,} env steps) needs {per_seed(target) * min_seeds:.0f} s for "
+               f"{min_seeds} seeds; {budget:,} env steps ({100 * budget / target:.1f} %) fit")
+
+
+@dataclass
+class FullEvidence:
+    """What the full evidence would cost from the measured rates."""
+
+    rows: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> list[dict]:
+        return self.rows
+
+
+def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], envs: list[str], budget: int,
+                       evals: int, seed_counts: tuple[int, ...] = FULL_EVIDENCE_SEEDS) -> FullEvidence:
+    """Minutes for every arm of FULL_EVIDENCE_ARMS on each of ``envs`` at ``budget``, per seed
+    count. An arm not timed is costed at the timed arm of its shape (``shapes``: arm -> the
+    settings that set its cost); with no timed arm of its shape, at the slowest timed PyTorch
+    rate, and the row says it is a bound. Rates were measured on one environment: the others
+    are costed at its rate (their physics differ), which the row says."""
+    torch_arms = [a for a, r in rates.items() if r.trainer != "brax-ppo"]
+    rows = []
+    for arm in FULL_EVIDENCE_ARMS:
+        timed = arm if arm in rates else next((a for a in rates if shapes.get(a) == shapes.get(arm)), None)
+        basis = "measured" if timed == arm else f"at {timed}'s rate (same shape)" if timed else None
+        if timed is None:
+            timed = max(torch_arms, key=lambda a: rates[a].update_seconds / rates[a].update_env_steps)
+            basis = f"bound: at the slowest PyTorch rate ({timed}), no timed run has this arm's shape"
+        per_run = rates[timed].run_seconds(budget, evals)
+        rows.append({"arm": arm, "basis": basis, "per_run_seconds": round(per_run, 1),
+                     **{f"minutes_at_{n}_seeds": round(per_run * n * len(envs) / 60, 1) for n in seed_counts}})
+    total = {f"minutes_at_{n}_seeds": round(sum(r[f"minutes_at_{n}_seeds"] for r in rows), 1) for n in seed_counts}
+    rows.append({"arm": "all", "envs": envs, "budget": budget, "evals": evals,
+                 "basis": f"rates measured on {next(iter(rates.values())).env}, applied to every environment",
+                 **total})
+    return FullEvidence(rows)
+
+
+# -- the GPU machine's side ---------------------------------------------------------------------------
+
+
+def _shape(settings: Mapping[str, Any]) -> tuple:
+    """What sets a PyTorch run's cost per env step."""
+    keys = ("num_envs", "unroll_length", "unrolls_per_update", "epochs_per_update", "minibatches_per_epoch",
+            "policy_hidden_layers", "value_hidden_layers")
+    return tuple(json.dumps(settings.get(k), sort_keys=True) for k in keys)
+
+
+def measure_torch(spec, device: str) -> Rate:
+    """Time one PyTorch run of ``spec`` (a checkpoint after every update, see ``timing_spec``):
+    each update's time is its interval less the evaluations in it."""
+    from . import ppo_torch
+    from .settings import TrainerSettings
+    from .worker import Progress, Runner
+
+    started = time.perf_counter()
+    runner = Runner(None, device, Progress.disabled())
+    settings = TrainerSettings.from_json(spec.settings)
+    env = runner.env(spec.env, settings.num_envs, settings.episode_length)
+    evaluator = runner.evaluator(spec, settings, spec.seed)
+    marks: list[float] = [time.perf_counter()]
+    evals: list[tuple[float, float]] = []  # (end, seconds)
+
+    def timed_eval(agent) -> float:
+        t = time.perf_counter()
+        score = evaluator(agent)
+        evals.append((time.perf_counter(), time.perf_counter() - t))
+        return score
+
+    ppo_torch.train(env, settings, spec.budget, spec.seed, device, lambda steps: marks.append(time.perf_counter()),
+                    evaluate=timed_eval, eval_every=spec.scoring.eval_every)
+    total = time.perf_counter() - started
+    updates = [(b - a) - sum(s for end, s in evals if a < end <= b) for a, b in zip(marks, marks[1:])]
+    return rate_from_timings(spec.arm, spec.trainer, spec.env, settings.num_envs, spec.budget // len(updates),
+                             updates, [s for _, s in evals], total)
+
+
+def timing_spec(spec, update_env_steps: int):
+    """``spec`` cut to MEASURE_UPDATES updates, a checkpoint after each."""
+    from dataclasses import replace
+
+    from .plan import Scoring
+
+    return replace(spec, seed=spec.seed, budget=MEASURE_UPDATES * update_env_steps,
+                   scoring=Scoring(MEASURE_UPDATES, update_env_steps, spec.scoring.eval_envs,
+                                   spec.scoring.deterministic))
+
+
+def measure_brax(spec) -> Rate:
+    """Time one run of Brax's trainer with ``spec``'s settings (one update per checkpoint), from
+    its own metrics: ``training/sps`` per epoch and ``eval/epoch_eval_time`` per checkpoint."""
+    from brax.training.agents.ppo import train as ppo
+
+    from .brax_reference import train_kwargs
+    from .jax_compat import apply
+
+    apply()
+    metrics: list[dict] = []
+    started = time.perf_counter()
+    env, kwargs = train_kwargs(spec.settings, spec.env, spec.budget, spec.seed, spec.scoring,
+                               lambda steps, m: metrics.append(dict(m, steps=int(steps))))
+    ppo.train(environment=env, **kwargs)
+    total = time.perf_counter() - started
+    update_steps = spec.budget // spec.scoring.evals
+    updates = [update_steps / float(m["training/sps"]) for m in metrics if "training/sps" in m]
+    evals = [float(m["eval/epoch_eval_time"]) for m in metrics if "eval/epoch_eval_time" in m]
+    num_envs = int(spec.settings.get("train", {}).get("num_envs", 0))
+    return rate_from_timings(spec.arm, spec.trainer, spec.env, num_envs, update_steps, updates, evals, total)
+
+
+def _target_budget(brax) -> int:
+    value = brax.value("training_env_steps")
+    if isinstance(value, Mapping):  # {"effective": N, "declared": M}
+        value = value.get("effective", value.get("value"))
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise BraxDiffError(f"Brax's training budget for {brax.scope} is unknown ({value!r}): pass --budget")
+    return int(value)
+
+
+def run(bundle: Path, output: Path, window_seconds: float, env: str | None = None, cache: Path | None = None,
+        tiny: bool = False, budget: int | None = None, evals: int = 10, eval_envs: int = 128,
+        log: Callable[[str], None] = print) -> dict:
+    """Measure, fit, train and cost (module docstring); writes ``window.json`` and verify.json."""
+    from . import build_plan, run_plan
+    from .inputs import load_extraction
+    from .worker import pick_device
+
+    meta = json.loads((bundle / "bundle.json").read_text())
+    env = env or meta["env"]
+    brax = load_extraction(bundle / "brax.json", "brax")
+    slm = load_extraction(bundle / "slm.json", "slm")
+    fixed = load_extraction(bundle / "spec_fixes.json", "slm") if (bundle / "spec_fixes.json").exists() else None
+    device = pick_device()
+    # A tiny run (the CPU test of this path): 4 envs, 10-step episodes, 2 evaluation episodes.
+    scale = dict(num_envs=4, overrides={"episode_length": 10}, eval_envs=2) if tiny else dict(eval_envs=eval_envs)
+    target = budget or _target_budget(brax)
+    log(f"window: {env} on {device}; Brax's own budget {target:,} env steps; window {window_seconds:.0f} s")
+
+    def plan(arms, seeds, plan_budget, plan_evals, **extra):
+        return build_plan({env: brax}, {env: slm}, envs=[env], seeds=seeds, budget=plan_budget, evals=plan_evals,
+                          arms=arms, fixed={env: fixed} if fixed is not None else None, **scale, **extra)
+
+    # 1. Timing runs: each arm's own update size, a checkpoint after each update.
+    probe = plan(("gap", "stand_in"), 1, 1, 1)
+    sizes = probe.update_steps[env]
+    rates: dict[str, Rate] = {}
+    for arm in ("reference", "stand_in", "baseline"):
+        timing = timing_spec(next(r for r in probe.runs if r.arm == arm), sizes[arm])
+        rates[arm] = measure_brax(timing) if arm == "reference" else measure_torch(timing, device)
+        log(f"measured {arm}: {rates[arm].env_steps_per_s:,.0f} env steps/s at {rates[arm].num_envs} envs, "
+            f"{rates[arm].eval_seconds:.1f} s per checkpoint, {rates[arm].overhead_seconds:.0f} s to start "
+            f"({rates[arm].measured_seconds:.0f} s timing)")
+    shapes = {r.arm: _shape(r.settings) for r in probe.runs if r.trainer != "brax-ppo"}
+    spent = sum(r.measured_seconds for r in rates.values())
+
+    # 2. The fit, then the runs.
+    arms = ("reference", "stand_in")
+    fit = fit_window(rates, arms, target, evals if not tiny else 1, window_seconds, seed_cap=1 if tiny else None)
+    log(f"fit: {fit.seeds} seed(s) x {', '.join(arms)} at {fit.budget:,} env steps, about {fit.seconds / 60:.1f} min "
+        f"({fit.reason})")
+    full = full_evidence_cost(rates, shapes, meta.get("failing_envs") or [env], target, evals)
+    for row in full.rows:
+        log(f"full evidence: {json.dumps(row)}")
+    planned = plan(("stand_in",), fit.seeds, fit.budget, fit.evals)
+    result = run_plan(planned, cache or output / "cache", progress=False, output_dir=output, jobs=1)
+    report = {"env": env, "device": device, "window_seconds": window_seconds, "timing_seconds": round(spent, 1),
+              "rates": {a: r.to_json() for a, r in rates.items()}, "fit": fit.to_json(),
+              "full_evidence": full.to_json(), "ran_seconds": round(result.seconds, 1),
+              "equivalence": result.equivalence, "bundle": meta}
+    from ..safety.io import write_atomic
+    from ..facts.model import dumps
+
+    write_atomic(output / "window.json", dumps(report))
+    log(f"ran {len(planned.runs)} run(s) in {result.seconds / 60:.1f} min; estimated {fit.seconds / 60:.1f} min")
+    return report
+
+
+# -- the repositories' side -----------------------------------------------------------------------------
+
+
+def prepare(bundle: Path, env: str, failing_envs: list[str], settings, variant: str | None = None,
+            sets: dict[str, str] | None = None) -> None:
+    """Save what ``run`` needs from the repositories: the two Extractions of ``env`` and the
+    variant ``brax-diff fix`` writes for it (read back), with the refs they came from."""
+    from ..facts.model import dumps
+    from ..safety.io import write_atomic
+    from .inputs import extractions_from_repos, written_variants
+
+    brax, slm = extractions_from_repos(settings, [env], variant=variant, sets=sets)
+    fixed = written_variants(settings, [env], variant=variant, sets=sets)
+    bundle.mkdir(parents=True, exist_ok=True)
+    write_atomic(bundle / "brax.json", dumps(brax[env].to_json()))
+    write_atomic(bundle / "slm.json", dumps(slm[env].to_json()))
+    write_atomic(bundle / "spec_fixes.json", dumps(fixed[env].to_json()))
+    write_atomic(bundle / "bundle.json", dumps({"env": env, "failing_envs": failing_envs,
+                                                "sources": {side: e.to_json().get("source") for side, e in
+                                                            (("brax", brax[env]), ("slm", slm[env]))}}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m brax_diff.verify.window", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="save the Extractions a GPU run needs (here, with the repositories)")
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--env", required=True)
+    p.add_argument("--failing-env", action="append", default=[], help="costed in the full-evidence estimate")
+    p.add_argument("--variant")
+    p.add_argument("--set", action="append", default=[], dest="sets", metavar="NAME=VALUE")
+    for side in ("brax", "playground", "slm"):
+        p.add_argument(f"--{side}-repo")
+        p.add_argument(f"--{side}", dest=f"{side}_ref")
+    r = sub.add_parser("run", help="measure, fit the window, train, cost the rest (on the GPU machine)")
+    r.add_argument("--bundle", type=Path, required=True)
+    r.add_argument("--output", type=Path, required=True)
+    r.add_argument("--window", type=float, default=WINDOW_SECONDS, help="seconds for the planned runs")
+    r.add_argument("--budget", type=int, help="instead of Brax's own budget")
+    r.add_argument("--evals", type=int, default=10)
+    r.add_argument("--cache", type=Path)
+    r.add_argument("--tiny", action="store_true", help="the CPU test's size: 4 envs, 10-step episodes, 1 seed")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare":
+            from ..config import load_settings
+            from .settings import split_sets
+
+            settings = load_settings(brax_repo=args.brax_repo, brax_ref=args.brax_ref,
+                                     playground_repo=args.playground_repo, playground_ref=args.playground_ref,
+                                     slm_repo=args.slm_repo, slm_ref=args.slm_ref)
+            _, spec_sets = split_sets(args.sets)
+            prepare(args.bundle, args.env, args.failing_env or [args.env], settings, args.variant, spec_sets)
+            print(f"bundle: {args.bundle}")
+        else:
+            run(args.bundle, args.output, args.window, cache=args.cache, tiny=args.tiny, budget=args.budget,
+                evals=args.evals)
+    except BraxDiffError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
