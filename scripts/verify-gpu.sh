@@ -4,8 +4,9 @@
 # here. It installs the bundle's wheels into a folder of its own, then (brax_diff/verify/window.py)
 # times Brax's trainer at Playground's config, the PyTorch stand-in and SLM-Lab's baseline at
 # their real shapes (about a minute or two), plans the reference and the stand-in to Brax's own
-# budget with the paired seeds that fit VERIFY_GPU_WINDOW seconds (default 420), trains them,
-# and prints what the full evidence would cost from the measured rates.
+# budget with the paired seeds that fit what is left of VERIFY_GPU_DEADLINE seconds (default 540,
+# counted from this script's start; VERIFY_GPU_WINDOW caps the training), trains them, times one
+# update of SLM-Lab's baseline, and prints what the full evidence would cost from the rates.
 #
 #   scripts/verify-gpu.sh [OUTPUT_DIR]      (default reports/phase5-seed/verify-gpu)
 #
@@ -41,6 +42,7 @@ if not torch.cuda.is_available() or jax.default_backend() != "gpu":
 print(f"GPU: {torch.cuda.get_device_name(0)}; jax {jax.__version__}, torch {torch.__version__}")
 PY
 fi
-args=(run --bundle "$bundle" --output "$out" --window "${VERIFY_GPU_WINDOW:-420}")
+args=(run --bundle "$bundle" --output "$out" --deadline "$(( ${VERIFY_GPU_DEADLINE:-540} - SECONDS ))")
+[ -n "${VERIFY_GPU_WINDOW:-}" ] && args+=(--window "$VERIFY_GPU_WINDOW")
 [ "$scale" = tiny ] && args+=(--tiny --budget 1)
 exec python3 -m brax_diff.verify.window "${args[@]}"

@@ -35,12 +35,13 @@ def device_put_replicated(value: Any, devices: Sequence[Any]) -> Any:
     return jax.tree_util.tree_map(put, value)
 
 
-def apply() -> list[str]:
-    """Add what is missing to the imported jax; returns the names added (none on jax < 0.10)."""
-    import jax
+def apply(module: Any = None) -> list[str]:
+    """Add what is missing to jax (or ``module``, for tests); returns the names added (none on jax < 0.10)."""
+    if module is None:
+        import jax as module
 
     added = []
-    if not hasattr(jax, PATCHED):
-        setattr(jax, PATCHED, device_put_replicated)
+    if not hasattr(module, PATCHED):  # jax 0.10+ answers AttributeError ("removed") for it
+        setattr(module, PATCHED, device_put_replicated)
         added.append(PATCHED)
     return added

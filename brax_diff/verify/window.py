@@ -7,14 +7,14 @@ no network and carries at most 64 MiB. So the work is split in two:
 * ``prepare`` (here, where the repositories are): the Brax and SLM-Lab Extractions of one
   environment, and the variant ``brax-diff fix`` writes for it, saved as JSON in a bundle
   folder; ``scripts/verify-gpu-prepare.sh`` adds the wheels the GPU machine lacks.
-* ``run`` (there): nothing is read from a repository. Three short timed runs measure Brax's
-  trainer at Playground's config (the reference), the PyTorch trainer with Brax's settings (the
-  stand-in) and with SLM-Lab's at its own env count (the baseline); from those rates the
-  reference and the stand-in are planned to Brax's own budget if it fits, with as many paired
-  seeds as fit, else to the largest budget that fits two seeds; the runs go through
-  :func:`brax_diff.verify.run_plan` (verdicts, equivalence, verify.json); and ``window.json``
-  records the rates, the fit, and what baseline / spec_fixes / all_fixes / reference at 10 and
-  20 seeds would cost.
+* ``run`` (there): nothing is read from a repository. Timed runs of a few updates measure
+  Brax's trainer at Playground's config (the reference) and the PyTorch trainer with Brax's
+  settings (the stand-in); from those rates the two are planned to Brax's own budget if it fits,
+  with as many paired seeds as fit (up to 20), else to the largest budget that fits two seeds,
+  in what is left of the call's deadline; they train through :func:`brax_diff.verify.run_plan`
+  (verdicts, equivalence, verify.json); then one update of SLM-Lab's baseline at its own env
+  count is timed, and ``window.json`` records the rates, the fit, and what baseline /
+  spec_fixes / all_fixes / reference at 10 and 20 seeds would cost.
 
 The cost of a run is ``overhead + updates x update_seconds + (evals + 1) x eval_seconds``, each
 term measured (``Rate``); the overhead (compilation, building the environment) is the measured
@@ -36,9 +36,9 @@ from typing import Any, Callable, Mapping
 
 from ..errors import BraxDiffError
 
-WINDOW_SECONDS = 420  # of a 10-minute command: the start, the measurements and the writing fit around it
 MIN_SEEDS, MAX_SEEDS = 2, 20  # the fewest paired seeds worth planning; more add little beyond 20
-MEASURE_UPDATES = 4  # updates of a timing run: the first compiles (Brax's trainer compiles twice)
+BRAX_TIMING_UPDATES = 4  # Brax's trainer compiles its training epoch twice: the third and fourth are steady
+TORCH_TIMING_UPDATES = 2  # the first builds the environment's step (jit): the second is steady
 FULL_EVIDENCE_ARMS = ("baseline", "spec_fixes", "all_fixes", "reference")
 FULL_EVIDENCE_SEEDS = (10, 20)
 
@@ -70,14 +70,16 @@ class Rate:
 
 
 def rate_from_timings(spec_arm: str, trainer: str, env: str, num_envs: int, update_env_steps: int,
-                      update_seconds: list[float], eval_seconds: list[float], total_seconds: float) -> Rate:
+                      update_seconds: list[float], eval_seconds: list[float], total_seconds: float,
+                      warm: bool = False) -> Rate:
     """A Rate from one timing run: the steady update time is the median of the updates after
-    the first (which compiles), the steady evaluation the median after the first; whatever the
-    run spent beyond those is its overhead."""
-    if len(update_seconds) < 2 or not eval_seconds:
-        raise BraxDiffError(f"{env} {spec_arm}: a timing run needs 2 updates and an evaluation, got "
-                            f"{len(update_seconds)} and {len(eval_seconds)}")
-    update = statistics.median(update_seconds[1:])
+    the first (which compiles; every update where ``warm``), the steady evaluation the median
+    after the first (which traces the evaluator); whatever the run spent beyond those is its
+    overhead."""
+    if len(update_seconds) < (1 if warm else 2) or not eval_seconds:
+        raise BraxDiffError(f"{env} {spec_arm}: a timing run needs {1 if warm else 2} update(s) and an evaluation, "
+                            f"got {len(update_seconds)} and {len(eval_seconds)}")
+    update = statistics.median(update_seconds if warm else update_seconds[1:])
     evaluation = statistics.median(eval_seconds[1:] or eval_seconds)
     overhead = max(0.0, total_seconds - len(update_seconds) * update - len(eval_seconds) * evaluation)
     return Rate(spec_arm, trainer, env, num_envs, update_env_steps, update, evaluation, overhead, total_seconds)
@@ -148,7 +150,7 @@ def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], e
     rate, and the row says it is a bound. Rates were measured on one environment: the others
     are costed at its rate (their physics differ), which the row says."""
     torch_arms = [a for a, r in rates.items() if r.trainer != "brax-ppo"]
-    rows = []
+    rows, per_arm = [], []
     for arm in FULL_EVIDENCE_ARMS:
         timed = arm if arm in rates else next((a for a in rates if shapes.get(a) == shapes.get(arm)), None)
         basis = "measured" if timed == arm else f"at {timed}'s rate (same shape)" if timed else None
@@ -156,9 +158,10 @@ def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], e
             timed = max(torch_arms, key=lambda a: rates[a].update_seconds / rates[a].update_env_steps)
             basis = f"bound: at the slowest PyTorch rate ({timed}), no timed run has this arm's shape"
         per_run = rates[timed].run_seconds(budget, evals)
+        per_arm.append(per_run)
         rows.append({"arm": arm, "basis": basis, "per_run_seconds": round(per_run, 1),
                      **{f"minutes_at_{n}_seeds": round(per_run * n * len(envs) / 60, 1) for n in seed_counts}})
-    total = {f"minutes_at_{n}_seeds": round(sum(r[f"minutes_at_{n}_seeds"] for r in rows), 1) for n in seed_counts}
+    total = {f"minutes_at_{n}_seeds": round(sum(per_arm) * n * len(envs) / 60, 1) for n in seed_counts}
     rows.append({"arm": "all", "envs": envs, "budget": budget, "evals": evals,
                  "basis": f"rates measured on {next(iter(rates.values())).env}, applied to every environment",
                  **total})
@@ -175,9 +178,10 @@ def _shape(settings: Mapping[str, Any]) -> tuple:
     return tuple(json.dumps(settings.get(k), sort_keys=True) for k in keys)
 
 
-def measure_torch(spec, device: str) -> Rate:
+def measure_torch(spec, device: str, warm: bool = False) -> Rate:
     """Time one PyTorch run of ``spec`` (a checkpoint after every update, see ``timing_spec``):
-    each update's time is its interval less the evaluations in it."""
+    each update's time is its interval less the evaluations in it. ``warm``: the environment's
+    step is already compiled at this shape, so the first update is steady too."""
     from . import ppo_torch
     from .settings import TrainerSettings
     from .worker import Progress, Runner
@@ -201,18 +205,17 @@ def measure_torch(spec, device: str) -> Rate:
     total = time.perf_counter() - started
     updates = [(b - a) - sum(s for end, s in evals if a < end <= b) for a, b in zip(marks, marks[1:])]
     return rate_from_timings(spec.arm, spec.trainer, spec.env, settings.num_envs, spec.budget // len(updates),
-                             updates, [s for _, s in evals], total)
+                             updates, [s for _, s in evals], total, warm=warm)
 
 
-def timing_spec(spec, update_env_steps: int):
-    """``spec`` cut to MEASURE_UPDATES updates, a checkpoint after each."""
+def timing_spec(spec, update_env_steps: int, updates: int):
+    """``spec`` cut to ``updates`` updates, a checkpoint after each."""
     from dataclasses import replace
 
     from .plan import Scoring
 
-    return replace(spec, seed=spec.seed, budget=MEASURE_UPDATES * update_env_steps,
-                   scoring=Scoring(MEASURE_UPDATES, update_env_steps, spec.scoring.eval_envs,
-                                   spec.scoring.deterministic))
+    return replace(spec, budget=updates * update_env_steps,
+                   scoring=Scoring(updates, update_env_steps, spec.scoring.eval_envs, spec.scoring.deterministic))
 
 
 def measure_brax(spec) -> Rate:
@@ -246,14 +249,28 @@ def _target_budget(brax) -> int:
     return int(value)
 
 
-def run(bundle: Path, output: Path, window_seconds: float, env: str | None = None, cache: Path | None = None,
-        tiny: bool = False, budget: int | None = None, evals: int = 10, eval_envs: int = 128,
-        log: Callable[[str], None] = print) -> dict:
-    """Measure, fit, train and cost (module docstring); writes ``window.json`` and verify.json."""
+DEADLINE_SECONDS = 540  # of a 10-minute command: what is left after the wheels install
+BASELINE_RESERVE = 120  # seconds kept after the planned runs to time one update of SLM-Lab's baseline
+MARGIN = 20  # seconds for writing, and for what the estimate missed
+
+
+def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, window_seconds: float | None = None,
+        env: str | None = None, cache: Path | None = None, tiny: bool = False, budget: int | None = None,
+        evals: int = 10, eval_envs: int = 128, log: Callable[[str], None] = print) -> dict:
+    """Measure, fit, train and cost (module docstring) within ``deadline_seconds`` of the call;
+    writes ``window.json`` after the runs and again when the baseline is timed, and verify.json.
+
+    The planned runs come first: the reference and the stand-in are timed (a few updates each),
+    the window is what is left before the deadline less BASELINE_RESERVE and MARGIN (at most
+    ``window_seconds``), and SLM-Lab's baseline, whose update can be 4 M env steps and 32,768
+    gradient steps, is timed last, on one update in the warm process, for the full-evidence
+    estimate only."""
     from . import build_plan, run_plan
+    from .envs import physics_impl
     from .inputs import load_extraction
     from .worker import pick_device
 
+    started = time.perf_counter()
     meta = json.loads((bundle / "bundle.json").read_text())
     env = env or meta["env"]
     brax = load_extraction(bundle / "brax.json", "brax")
@@ -262,45 +279,77 @@ def run(bundle: Path, output: Path, window_seconds: float, env: str | None = Non
     device = pick_device()
     # A tiny run (the CPU test of this path): 4 envs, 10-step episodes, 2 evaluation episodes.
     scale = dict(num_envs=4, overrides={"episode_length": 10}, eval_envs=2) if tiny else dict(eval_envs=eval_envs)
+    evals = 1 if tiny else evals
     target = budget or _target_budget(brax)
-    log(f"window: {env} on {device}; Brax's own budget {target:,} env steps; window {window_seconds:.0f} s")
+    log(f"window: {env} on {device} (physics impl {physics_impl() or 'default'}); Brax's own budget {target:,} env "
+        f"steps; deadline {deadline_seconds:.0f} s")
 
-    def plan(arms, seeds, plan_budget, plan_evals, **extra):
+    def plan(arms, seeds, plan_budget, plan_evals):
         return build_plan({env: brax}, {env: slm}, envs=[env], seeds=seeds, budget=plan_budget, evals=plan_evals,
-                          arms=arms, fixed={env: fixed} if fixed is not None else None, **scale, **extra)
+                          arms=arms, fixed={env: fixed} if fixed is not None else None, **scale)
 
-    # 1. Timing runs: each arm's own update size, a checkpoint after each update.
+    def elapsed() -> float:
+        return time.perf_counter() - started
+
+    report: dict[str, Any] = {"env": env, "device": device, "physics_impl": physics_impl() or "default",
+                              "bundle": meta, "deadline_seconds": deadline_seconds}
+
+    def write(final: bool) -> None:
+        from ..facts.model import dumps
+        from ..safety.io import write_atomic
+
+        report["complete"] = final
+        write_atomic(output / "window.json", dumps(report))
+
+    # 1. Timing runs of the two arms the window trains: their own update size, a checkpoint after each update.
     probe = plan(("gap", "stand_in"), 1, 1, 1)
     sizes = probe.update_steps[env]
-    rates: dict[str, Rate] = {}
-    for arm in ("reference", "stand_in", "baseline"):
-        timing = timing_spec(next(r for r in probe.runs if r.arm == arm), sizes[arm])
-        rates[arm] = measure_brax(timing) if arm == "reference" else measure_torch(timing, device)
-        log(f"measured {arm}: {rates[arm].env_steps_per_s:,.0f} env steps/s at {rates[arm].num_envs} envs, "
-            f"{rates[arm].eval_seconds:.1f} s per checkpoint, {rates[arm].overhead_seconds:.0f} s to start "
-            f"({rates[arm].measured_seconds:.0f} s timing)")
     shapes = {r.arm: _shape(r.settings) for r in probe.runs if r.trainer != "brax-ppo"}
-    spent = sum(r.measured_seconds for r in rates.values())
+    rates: dict[str, Rate] = {}
+
+    def measure(arm: str, updates: int, warm: bool = False) -> None:
+        spec = timing_spec(next(r for r in probe.runs if r.arm == arm), sizes[arm], updates)
+        rates[arm] = measure_brax(spec) if arm == "reference" else measure_torch(spec, device, warm)
+        log(f"measured {arm}: {rates[arm].env_steps_per_s:,.0f} env steps/s at {rates[arm].num_envs} envs "
+            f"({rates[arm].update_env_steps:,} per update), {rates[arm].eval_seconds:.1f} s per checkpoint, "
+            f"{rates[arm].overhead_seconds:.0f} s to start ({rates[arm].measured_seconds:.0f} s timing)")
+
+    measure("reference", BRAX_TIMING_UPDATES)
+    measure("stand_in", TORCH_TIMING_UPDATES)
 
     # 2. The fit, then the runs.
     arms = ("reference", "stand_in")
-    fit = fit_window(rates, arms, target, evals if not tiny else 1, window_seconds, seed_cap=1 if tiny else None)
+    window = deadline_seconds - elapsed() - BASELINE_RESERVE - MARGIN
+    window = min(window, window_seconds) if window_seconds else window
+    report["rates"] = {a: r.to_json() for a, r in rates.items()}
+    try:
+        fit = fit_window(rates, arms, target, evals, window, seed_cap=1 if tiny else None)
+    except BraxDiffError as exc:
+        report["fit"] = {"window_seconds": round(window, 1), "error": str(exc)}
+        write(final=False)  # the rates are what this call measured: kept
+        raise
     log(f"fit: {fit.seeds} seed(s) x {', '.join(arms)} at {fit.budget:,} env steps, about {fit.seconds / 60:.1f} min "
-        f"({fit.reason})")
-    full = full_evidence_cost(rates, shapes, meta.get("failing_envs") or [env], target, evals)
-    for row in full.rows:
-        log(f"full evidence: {json.dumps(row)}")
+        f"of a {window:.0f} s window ({fit.reason})")
     planned = plan(("stand_in",), fit.seeds, fit.budget, fit.evals)
     result = run_plan(planned, cache or output / "cache", progress=False, output_dir=output, jobs=1)
-    report = {"env": env, "device": device, "window_seconds": window_seconds, "timing_seconds": round(spent, 1),
-              "rates": {a: r.to_json() for a, r in rates.items()}, "fit": fit.to_json(),
-              "full_evidence": full.to_json(), "ran_seconds": round(result.seconds, 1),
-              "equivalence": result.equivalence, "bundle": meta}
-    from ..safety.io import write_atomic
-    from ..facts.model import dumps
-
-    write_atomic(output / "window.json", dumps(report))
+    report.update(fit=fit.to_json(), ran_seconds=round(result.seconds, 1), equivalence=result.equivalence)
     log(f"ran {len(planned.runs)} run(s) in {result.seconds / 60:.1f} min; estimated {fit.seconds / 60:.1f} min")
+    report["rates"] = {a: r.to_json() for a, r in rates.items()}
+    write(final=False)  # what the window measured survives a baseline timing the deadline cuts off
+
+    # 3. SLM-Lab's baseline, timed last (for the estimate only), then what the full evidence costs.
+    left = deadline_seconds - elapsed() - MARGIN
+    if left > 0:
+        measure("baseline", 1, warm=True)
+    else:
+        log(f"baseline not timed: {left:.0f} s left before the deadline")
+    report["rates"] = {a: r.to_json() for a, r in rates.items()}
+    full = full_evidence_cost(rates, shapes, meta.get("failing_envs") or [env], target, evals)
+    report["full_evidence"] = full.to_json()
+    for row in full.rows:
+        log(f"full evidence: {json.dumps(row)}")
+    report["seconds"] = round(elapsed(), 1)
+    write(final=True)
     return report
 
 
@@ -321,9 +370,9 @@ def prepare(bundle: Path, env: str, failing_envs: list[str], settings, variant: 
     write_atomic(bundle / "brax.json", dumps(brax[env].to_json()))
     write_atomic(bundle / "slm.json", dumps(slm[env].to_json()))
     write_atomic(bundle / "spec_fixes.json", dumps(fixed[env].to_json()))
-    write_atomic(bundle / "bundle.json", dumps({"env": env, "failing_envs": failing_envs,
-                                                "sources": {side: e.to_json().get("source") for side, e in
-                                                            (("brax", brax[env]), ("slm", slm[env]))}}))
+    # The commits the facts came from (no ref names or paths: window.json is committed output).
+    commits = {name: info.commit for e in (brax[env], slm[env]) for name, info in sorted(e.sources.items())}
+    write_atomic(bundle / "bundle.json", dumps({"env": env, "failing_envs": failing_envs, "commits": commits}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="measure, fit the window, train, cost the rest (on the GPU machine)")
     r.add_argument("--bundle", type=Path, required=True)
     r.add_argument("--output", type=Path, required=True)
-    r.add_argument("--window", type=float, default=WINDOW_SECONDS, help="seconds for the planned runs")
+    r.add_argument("--deadline", type=float, default=DEADLINE_SECONDS, help="seconds this call may take in all")
+    r.add_argument("--window", type=float, help="at most this many seconds for the planned runs")
     r.add_argument("--budget", type=int, help="instead of Brax's own budget")
     r.add_argument("--evals", type=int, default=10)
     r.add_argument("--cache", type=Path)
@@ -359,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             prepare(args.bundle, args.env, args.failing_env or [args.env], settings, args.variant, spec_sets)
             print(f"bundle: {args.bundle}")
         else:
-            run(args.bundle, args.output, args.window, cache=args.cache, tiny=args.tiny, budget=args.budget,
-                evals=args.evals)
+            run(args.bundle, args.output, args.deadline, args.window, cache=args.cache, tiny=args.tiny,
+                budget=args.budget, evals=args.evals)
     except BraxDiffError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
