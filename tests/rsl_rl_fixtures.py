@@ -187,8 +187,10 @@ def rsl_rl_config(env_name: str, unused_impl=None) -> config_dict.ConfigDict:
       empirical_normalization=True,
   )
 
-  if env_name in ("Go1Getup", "Go1JoystickFlatTerrain"):
+  if env_name in ("Go1Getup", "Go1JoystickFlatTerrain", "Go1Joystick"):
     rl_config.max_iterations = 10
+  if env_name.startswith("Spot"):
+    rl_config.seed = 2
   if env_name == "Go1JoyStickFlatTerrain":
     rl_config.algorithm.schedule = "adaptive"
   if env_name == "SpotGetup":

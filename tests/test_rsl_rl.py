@@ -103,6 +103,14 @@ def test_env_branches_apply_and_a_misspelt_branch_is_dead(repos):
     dead = [f for f in rsl.family("locomotion").findings if f.kind == "dead_branch"]
     assert len(dead) == 1 and "'Go1JoyStickFlatTerrain' looks like registered 'Go1JoystickFlatTerrain'" in dead[0].message
     assert dead[0].provenance[0].line == line_of(fx.LOCO_PARAMS_TEXT + fx.LOCO_RSL_TEXT, 'env_name == "Go1JoyStick')
+    # A live branch's name that no env has (upstream's "G1Joystick"): the env it looks like misses the setting.
+    # "Spot" is matched as a prefix (.startswith) and begins SpotGetup: no finding.
+    names = [f for f in rsl.family("locomotion").findings if f.kind == "unregistered_env_name"]
+    assert [(f.severity, f.provenance[0].line) for f in names] == [
+        ("WARNING", line_of(fx.LOCO_PARAMS_TEXT + fx.LOCO_RSL_TEXT, '"Go1Joystick"):'))]
+    assert names[0].message.endswith("is not a registered locomotion env (it looks like registered "
+                                     "'Go1JoystickFlatTerrain', which the branch does not reach)")
+    assert rsl.env("Go1JoystickFlatTerrain").facts["training_env_steps"].value == 10 * 16 * 512
 
 
 def test_a_layout_the_readers_do_not_know_is_unknown_with_a_finding(repos):

@@ -295,7 +295,10 @@ class ParamsFunction:
         return out
 
     def unregistered_names(self, envs: list[str]) -> list[Finding]:
-        """Names in live conditions that are not registered (INFO: the branch still fires)."""
+        """Names in live conditions that reach no registered env: INFO, or WARNING where a
+        registered env's name is close (the branch's settings were meant for it and miss it).
+        A name that the condition matches exactly (``==``, ``in (...)``) must be registered; one
+        it matches as a prefix or suffix (``.startswith``) must begin or end a registered name."""
         out = []
         registered = set(envs)
         dead = {f.provenance[0].line for f in self.dead_branches(envs)}
@@ -307,11 +310,25 @@ class ParamsFunction:
             except Unevaluable:
                 continue
             for name in _strings(test):
-                if name not in registered and not any(e.startswith(name) for e in envs):
-                    out.append(Finding("unregistered_env_name", "INFO",
-                                       f"{self.name}: {name!r} in `{self.module.code(test)}` is not a "
-                                       f"registered {self.family} env", (self.at(test),)))
+                if name in registered or (self._as_pattern(test, name)
+                                          and any(e.startswith(name) or e.endswith(name) for e in envs)):
+                    continue
+                close = difflib.get_close_matches(name, envs, n=1, cutoff=0.8) or [e for e in envs
+                                                                                  if e.startswith(name)][:1]
+                hint = f" (it looks like registered {close[0]!r}, which the branch does not reach)" if close else ""
+                out.append(Finding("unregistered_env_name", "WARNING" if close else "INFO",
+                                   f"{self.name}: {name!r} in `{self.module.code(test)}` is not a "
+                                   f"registered {self.family} env{hint}", (self.at(test),)))
         return out
+
+    def _as_pattern(self, test: cst.CSTNode, name: str) -> bool:
+        """Whether ``test`` decides ``name`` as a prefix or suffix: it answers for ``name`` with
+        something appended (or prepended) as it answers for ``name`` itself."""
+        try:
+            exact = self.condition(test, name)
+            return exact == self.condition(test, name + "\0") or exact == self.condition(test, "\0" + name)
+        except Unevaluable:
+            return True  # undecided: no finding
 
 
 def _strings(node: cst.CSTNode) -> list[str]:

@@ -133,7 +133,8 @@ class RslRlExtractor:
         if config.rejected is not None:
             extraction.find(Finding("no_config", "ERROR", f"{PARAMS_FUNCTION} raises for {env}",
                                     (config.rejected,)))
-        for finding in params.dead_branches(self.environments(family)):
+        for finding in params.dead_branches(self.environments(family)) + params.unregistered_names(
+                self.environments(family)):
             extraction.find(finding)
         return Facts(extraction, params, config, family, env, library, script, wrapper, self._env_field).build()
 
