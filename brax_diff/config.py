@@ -36,7 +36,7 @@ class Settings:
     playground_ref: str = "main"
     slm_ref: str | None = None  # None until load_settings: HEAD of a local checkout, else master
     rsl_rl_repo: str = DEFAULT_URLS["rsl_rl"]  # ... of leggedrobotics/rsl_rl (rsl-rl-lib), the third side
-    rsl_rl_ref: str = "v3.3.0"  # see brax_diff.extractors.rsl_rl.DEFAULT_REF for why this release
+    rsl_rl_ref: str | None = None  # None: the release Playground's uv.lock pins at its ref (session.pinned_rsl_rl_ref)
     spec: str = "slm_lab/spec/benchmark_arc/ppo/ppo_playground.yaml"  # SLM-Lab spec file
     rules: str | None = None  # a rules YAML replacing or extending the shipped table
     mapping: str | None = None  # a variant -> family/env mapping file replacing the shipped one

@@ -33,11 +33,42 @@ def open_snapshots(settings: Settings, sides: Iterable[str],
 
     repositories = open_all(sides, open_one)
     snapshots = {}
-    for side in sides:
+    for side in sorted(sides, key=lambda s: s == "rsl_rl"):  # RSL-RL's default ref is read from Playground
         ref = getattr(settings, f"{side}_ref")
+        if ref is None and side == "rsl_rl":
+            ref = pinned_rsl_rl_ref(snapshots["playground"]) if "playground" in snapshots else None
+        if ref is None:
+            raise SourceError(f"{side}: no ref given (--{side.replace('_', '-')})")
         step(f"{TITLES[side]}: resolving {ref} in {repositories[side].location}")
         snapshots[side] = resolve_ref(repositories[side], ref)
-    return snapshots
+    return {side: snapshots[side] for side in sides}
+
+
+LOCKFILE = "uv.lock"
+RSL_RL_PACKAGE = "rsl-rl-lib"
+
+
+def pinned_rsl_rl_ref(playground: Snapshot) -> str:
+    """The rsl_rl release Playground's lockfile pins at its commit (``rsl-rl-lib`` 3.2.0 ->
+    tag ``v3.2.0``): what ``uv sync --extra learning`` installs for its ``train_rsl_rl.py``. A
+    Playground commit that pins none is one error line asking for ``--rsl-rl``; no release is
+    guessed for it."""
+    import tomllib
+
+    where = f"Playground's {LOCKFILE} at {playground.ref} ({playground.sha[:12]})"
+    ask = "give --rsl-rl REF (an rsl_rl tag such as v3.3.0)"
+    if not playground.exists(LOCKFILE):
+        raise SourceError(f"rsl_rl: no default ref: {where} does not exist; {ask}")
+    try:
+        packages = tomllib.loads(playground.read(LOCKFILE)).get("package", [])
+    except (tomllib.TOMLDecodeError, AttributeError) as exc:
+        raise SourceError(f"rsl_rl: no default ref: {where} is not TOML ({exc}); {ask}") from None
+    versions = sorted({p.get("version") for p in packages if isinstance(p, dict) and p.get("name") == RSL_RL_PACKAGE
+                       and isinstance(p.get("version"), str)})
+    if len(versions) != 1:
+        found = f"pins {RSL_RL_PACKAGE} {' and '.join(versions)}" if versions else f"pins no {RSL_RL_PACKAGE}"
+        raise SourceError(f"rsl_rl: no default ref: {where} {found}; {ask}")
+    return f"v{versions[0]}"
 
 
 def check_worktree_location(side: str, location: str, ref: str) -> None:

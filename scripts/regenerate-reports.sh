@@ -49,6 +49,6 @@ brax-diff report "${repos[@]}" --brax main --playground main --slm master --fami
   --results slm@feat/mjwarp-phase5-benchmarks --targets-ref d309f672 --output reports/upstream/results.md
 
 # RSL-RL, Playground's other trainer for locomotion and manipulation, against Brax at today's
-# upstream (rsl-rl-lib at its default ref, the newest release train_rsl_rl.py's API matches).
+# upstream (rsl-rl-lib at its default ref: the release Playground main's uv.lock pins).
 brax-diff report --against rsl-rl --brax-repo "$brax_repo" --playground-repo "$playground_repo" \
   --rsl-rl-repo "$rsl_rl_repo" --brax main --playground main --output reports/upstream-rsl-rl

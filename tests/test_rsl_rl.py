@@ -15,7 +15,7 @@ from gitfixture import make_repo
 
 from brax_diff.cli import main
 from brax_diff.config import Settings
-from brax_diff.extractors.rsl_rl import DEFAULT_REF, FAMILIES, RslRlExtractor
+from brax_diff.extractors.rsl_rl import FAMILIES, RslRlExtractor
 from brax_diff.facts.scope import RSL_RL_FAMILIES
 from brax_diff.sources.repository import Repository
 from brax_diff.facts.vocabulary import KEYS
@@ -124,9 +124,63 @@ def test_a_layout_the_readers_do_not_know_is_unknown_with_a_finding(repos):
     assert x.facts["discount"].value == 0.98  # what the config gives is still read
 
 
-def test_the_default_ref_and_families_agree_across_the_package():
-    assert Settings().rsl_rl_ref == DEFAULT_REF == "v3.3.0"
+def test_the_families_agree_across_the_package():
+    assert Settings().rsl_rl_ref is None  # the release Playground pins, read at its ref
     assert tuple(FAMILIES) == RSL_RL_FAMILIES
+
+
+# Shaped like Playground's uv.lock: the package table rsl-rl-lib's pin sits in, among others.
+LOCK = """
+version = 1
+requires-python = ">=3.10"
+
+[[package]]
+name = "rsl-rl-lib"
+version = "{version}"
+source = {{ registry = "https://pypi.org/simple" }}
+
+[[package]]
+name = "playground"
+version = "0.1.0"
+source = {{ editable = "." }}
+dependencies = [
+    {{ name = "rsl-rl-lib" }},
+]
+"""
+
+
+def test_without_a_ref_rsl_rl_is_read_at_the_release_playground_pins(tmp_path, capsys):
+    import subprocess
+
+    root = tmp_path
+    rsl = make_repo(root / "rsl_rl", [fx.RSL_RL, fx.RSL_RL_MOVED])
+    subprocess.run(["git", "-C", str(root / "rsl_rl"), "tag", "v3.2.0", rsl[0]], check=True)
+    make_repo(root / "playground", [{**fx.PLAYGROUND_RSL, "uv.lock": LOCK.format(version="3.2.0")},
+                                    {"uv.lock": LOCK.format(version="3.2.0") + '[[package]]\nname = "rsl-rl-lib"\n'
+                                                                               'version = "9.9"\n'},
+                                    {"uv.lock": None}])
+    base = ["extract", "rsl-rl", "--rsl-rl-repo", str(root / "rsl_rl"), "--playground-repo", str(root / "playground"),
+            "--env", "SpotGetup", "--format", "json"]
+    assert main(base + ["--playground", "HEAD~2"]) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    out = out[0] if isinstance(out, list) else out
+    assert out["sources"]["rsl_rl"]["commit"] == rsl[0] and out["sources"]["rsl_rl"]["ref"] == "v3.2.0"
+    assert main(base + ["--playground", "HEAD~1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: rsl_rl: no default ref: Playground's uv.lock at HEAD~1 ("
+                   f"{_sha(root / 'playground', 'HEAD~1')[:12]}) pins rsl-rl-lib 3.2.0 and 9.9; give --rsl-rl REF "
+                   "(an rsl_rl tag such as v3.3.0)"]
+    assert main(base + ["--playground", "HEAD"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: rsl_rl: no default ref: Playground's uv.lock at HEAD (") and "does not exist" in err
+    assert main(base + ["--playground", "HEAD", "--rsl-rl", rsl[1]]) == 0, capsys.readouterr().err  # given: used
+
+
+def _sha(repo, ref: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):

@@ -14,8 +14,7 @@ def register(app) -> None:
     command.option("rsl_rl_repo", "--rsl-rl-repo", "--repo", help="rsl_rl repository: path or URL "
                    "(default from config, else leggedrobotics/rsl_rl on GitHub).")
     command.option("rsl_rl_ref", "--rsl-rl", "--rsl-rl-ref", "--ref",
-                   help="rsl_rl git ref (default: v3.3.0, the newest release whose API Playground's "
-                   "train_rsl_rl.py calls).")
+                   help="rsl_rl git ref (default: the release Playground's uv.lock pins at --playground).")
     command.option("playground_repo", "--playground-repo", help="MuJoCo Playground repository.")
     command.option("playground_ref", "--playground", "--playground-ref", help="Playground git ref (default: main).")
     command.option("family", "--family", help="locomotion | manipulation.")

@@ -220,7 +220,7 @@ def register(app) -> None:
     command.option("against", "--against", metavar="slm|rsl-rl", help="The side compared with Brax: SLM-Lab "
                    "(default) or RSL-RL as Playground's train_rsl_rl.py runs it (locomotion, manipulation).")
     command.option("rsl_rl", "--rsl-rl", "--rsl-rl-ref", help="rsl_rl (rsl-rl-lib) ref with --against rsl-rl "
-                   "(default: v3.3.0, the newest release whose API Playground's train_rsl_rl.py calls).")
+                   "(default: the release Playground's uv.lock pins at --playground).")
     command.option("rsl_rl_repo", "--rsl-rl-repo", help="rsl_rl repository: path or URL (default: "
                    "leggedrobotics/rsl_rl).")
     command.option("family", "--family", help="One family (default: every family); all: the --results "

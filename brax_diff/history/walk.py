@@ -388,6 +388,11 @@ class HistoryEngine:
                 if other != side and other not in held_commits:
                     if other not in held:
                         raise BraxDiffError(f"{recipe.name} needs a ref for {other}")
+                    if held[other] is None and other == "rsl_rl":  # the release Playground pins, where it stands
+                        from ..session import pinned_rsl_rl_ref
+
+                        at = end_ref if side == "playground" else held["playground"]
+                        held = {**held, other: pinned_rsl_rl_ref(resolve_ref(self.repos["playground"], at))}
                     held_commits[other] = resolve_ref(self.repos[other], held[other]).commit
         log = first_parent_log(repo, start.hexsha if start else None, end.hexsha)
         if not log and start is not None and start.hexsha != end.hexsha and is_ancestor(repo, end.hexsha,

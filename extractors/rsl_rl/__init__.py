@@ -29,11 +29,10 @@ from .params import FAMILY_PARAMS, PARAMS_FUNCTION, Config, ParamsFunction
 from .script import TrainScript, Wrapper
 
 SIDE = "rsl_rl"
-# rsl-rl-lib's ref when none is given. Playground requires `rsl-rl-lib>=3.0.0`; its
-# train_rsl_rl.py passes a `policy` config (class_name="ActorCritic") and
-# `empirical_normalization`, which the 3.x runners read and 4.0.0 dropped (`actor`/`critic`
-# model configs): v3.3.0 is the newest release whose API the script calls.
-DEFAULT_REF = "v3.3.0"
+# rsl-rl-lib's ref when none is given: the release Playground's uv.lock pins at the Playground
+# ref compared (brax_diff.session.pinned_rsl_rl_ref; 3.2.0 at Playground main), what its
+# train_rsl_rl.py is installed with. pyproject.toml alone allows any `rsl-rl-lib>=3.0.0`, 4.x
+# included, whose runners no longer read the `policy` config the script passes.
 FAMILIES = tuple(FAMILY_PARAMS)  # the Playground families with an rsl_rl_config
 
 
