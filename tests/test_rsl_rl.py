@@ -266,3 +266,79 @@ def test_a_runner_that_resets_or_is_missing_leaves_the_evaluation_keys_unknown_n
     make_repo(tmp_path / "b", [{"rsl_rl/__init__.py": ""}])
     assert read_learn(Repository(tmp_path / "b", "b").resolve("HEAD")).why == (
         "rsl_rl/runners/on_policy_runner.py defines no OnPolicyRunner.learn at this ref")
+
+
+# -- model sections: can rsl_rl at this ref build what train_rsl_rl.py hands it? ------------------
+# The 4.0+ shape: the runner hands the whole config to PPO.construct_algorithm, which builds
+# the actor and the critic from sections of their own.
+RUNNER_4 = '''
+class OnPolicyRunner:
+    def __init__(self, env, train_cfg, log_dir=None, device="cpu"):
+        self.cfg = train_cfg
+        alg_class = resolve_callable(self.cfg["algorithm"]["class_name"])
+        self.alg = alg_class.construct_algorithm(obs, self.env, self.cfg, self.device)
+
+    def learn(self, num_learning_iterations, init_at_random_ep_len=False):
+        for it in range(num_learning_iterations):
+            for _ in range(self.cfg["num_steps_per_env"]):
+                obs, rewards, dones, extras = self.env.step(actions)
+            self.alg.compute_returns(obs)
+            loss_dict = self.alg.update()
+'''
+CONSTRUCT = '''
+
+    @staticmethod
+    def construct_algorithm(obs, env, cfg, device):
+        actor_class = resolve_callable(cfg["actor"].pop("class_name"))
+        critic_class = resolve_callable(cfg["critic"].pop("class_name"))
+        if "rnd_cfg" in cfg["algorithm"] and cfg["algorithm"]["rnd_cfg"] is not None:
+            pass
+'''
+# Shaped like Playground's pull/275: the 3.x `policy` section turned into 4.0's actor/critic.
+CONVERTED = '''  train_cfg_dict = train_cfg.to_dict()
+  if "policy" in train_cfg_dict and "actor" not in train_cfg_dict:
+    policy = train_cfg_dict.pop("policy")
+    train_cfg_dict["actor"] = {"class_name": "MLPModel", "hidden_dims": policy.get("actor_hidden_dims")}
+    train_cfg_dict["critic"] = {"class_name": "MLPModel", "hidden_dims": policy.get("critic_hidden_dims")}
+  runner = OnPolicyRunner(brax_env, train_cfg_dict, "/tmp", device="cpu")
+'''
+INLINE = '''  runner = OnPolicyRunner(brax_env, train_cfg.to_dict(), "/tmp", device="cpu")
+'''
+
+
+def _sections_case(tmp_path, runner_4: bool, script: str):
+    rsl = {**fx.RSL_RL, fx.RUNNER: RUNNER_4, fx.PPO: fx.PPO_TEXT + CONSTRUCT} if runner_4 else fx.RSL_RL
+    rsl_sha = make_repo(tmp_path / "rsl_rl", [rsl])[0]
+    make_repo(tmp_path / "playground", [{**fx.PLAYGROUND_RSL, fx.SCRIPT: fx.SCRIPT_TEXT.replace(INLINE, script)}])
+    assert INLINE in fx.SCRIPT_TEXT
+    x = RslRlExtractor(Repository(tmp_path / "rsl_rl", "rsl_rl").resolve(rsl_sha),
+                       Repository(tmp_path / "playground", "playground").resolve("HEAD")).env("SpotGetup")
+    return [f for f in x.findings if f.kind == "cannot_train" or "model sections" in f.message]
+
+
+def test_a_section_the_runner_reads_and_the_script_does_not_pass_is_cannot_train(tmp_path):
+    # 3.x runner, the 3.x `policy` section: trains
+    assert _sections_case(tmp_path / "a", False, INLINE) == []
+    # 4.0+ runner (rsl_rl v5.4.2 with Playground 838855d): actor and critic are missing
+    found = _sections_case(tmp_path / "b", True, INLINE)
+    assert [(f.severity, f.message.split(" to build")[0]) for f in found] == [
+        ("ERROR", "rsl_rl reads train_cfg['actor']"), ("ERROR", "rsl_rl reads train_cfg['critic']")]
+    assert found[0].message.endswith("passes no 'actor' section (model sections it passes: policy): OnPolicyRunner "
+                                     "stops with a KeyError before the first step")
+    assert {(p.path, p.line) for p in found[0].provenance} == {
+        (fx.PPO, line_of(fx.PPO_TEXT + CONSTRUCT, 'cfg["actor"].pop')),
+        (fx.SCRIPT, line_of(fx.SCRIPT_TEXT, "runner = OnPolicyRunner"))}
+    # the script's conversion to actor/critic (Playground's pull/275): trains on 4.0+, stops on 3.x
+    assert _sections_case(tmp_path / "c", True, CONVERTED) == []
+    found = _sections_case(tmp_path / "d", False, CONVERTED)
+    assert [f.message.split(" to build")[0] for f in found] == ["rsl_rl reads train_cfg['policy']"]
+    assert "(model sections it passes: actor, critic)" in found[0].message
+    # a change under a test that reads more than the dict's keys: undecided, said, no ERROR
+    undecided = CONVERTED.replace('if "policy" in train_cfg_dict and', "if _PLAY_ONLY.value and")
+    found = _sections_case(tmp_path / "e", True, undecided)
+    assert [f.severity for f in found] == ["WARNING"]
+    assert found[0].message == ("model sections not checked: learning/train_rsl_rl.py: main: what `train_cfg_dict` "
+                                "holds at the OnPolicyRunner call is undecided: the test `_PLAY_ONLY.value` reads "
+                                "more than the dict's keys")
+    assert [(p.path, p.line) for p in found[0].provenance] == [(fx.SCRIPT, line_of(
+        fx.SCRIPT_TEXT.replace(INLINE, undecided), "if _PLAY_ONLY.value and"))]

@@ -27,6 +27,7 @@ from .facts import Facts
 from .library import Library
 from .params import FAMILY_PARAMS, PARAMS_FUNCTION, Config, ParamsFunction
 from .script import TrainScript, Wrapper
+from .sections import model_sections
 
 SIDE = "rsl_rl"
 # rsl-rl-lib's ref when none is given: the release Playground's uv.lock pins at the Playground
@@ -135,6 +136,15 @@ class RslRlExtractor:
         for finding in params.dead_branches(self.environments(family)) + params.unregistered_names(
                 self.environments(family)):
             extraction.find(finding)
+        if config.unreadable is None and config.rejected is None:
+            if config.sections.get("") is None:  # every top-level key of the config is known
+                top = {path.split(".")[0] for path in config.settings}
+                for finding in model_sections(library, script, top):
+                    extraction.find(finding)
+            else:
+                extraction.find(Finding("pattern_not_found", "WARNING", f"model sections not checked: "
+                                        f"{PARAMS_FUNCTION} may hold keys the engine cannot list "
+                                        f"({config.sections['']})"))
         return Facts(extraction, params, config, family, env, library, script, wrapper, self._env_field).build()
 
 
