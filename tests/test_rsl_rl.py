@@ -342,3 +342,33 @@ def test_a_section_the_runner_reads_and_the_script_does_not_pass_is_cannot_train
                                 "more than the dict's keys")
     assert [(p.path, p.line) for p in found[0].provenance] == [(fx.SCRIPT, line_of(
         fx.SCRIPT_TEXT.replace(INLINE, undecided), "if _PLAY_ONLY.value and"))]
+
+
+def test_the_4_0_layout_clips_each_network_and_leaves_normalization_to_sections_not_read(tmp_path):
+    """rsl_rl 4.0+: one clip_grad_norm_ per network, and no translation of empirical_normalization
+    (at v4.0.0 with Playground's pull/275 normalization was off while the 3.x reading said per_env_step)."""
+    update = "nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)"
+    assert update in fx.PPO_TEXT
+    per_network = fx.PPO_TEXT.replace(update, "nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)"
+                                      "\n            nn.utils.clip_grad_norm_(self.critic.parameters(), "
+                                      "self.max_grad_norm)")
+    sha = make_repo(tmp_path / "rsl_rl", [{**fx.RSL_RL, fx.RUNNER: RUNNER_4, fx.PPO: per_network + CONSTRUCT}])[0]
+    make_repo(tmp_path / "playground", [{**fx.PLAYGROUND_RSL, fx.SCRIPT: fx.SCRIPT_TEXT.replace(INLINE, CONVERTED)}])
+    x = RslRlExtractor(Repository(tmp_path / "rsl_rl", "rsl_rl").resolve(sha),
+                       Repository(tmp_path / "playground", "playground").resolve("HEAD")).env("SpotGetup")
+    clip = x.facts["grad_clip_scope"]
+    assert clip.value == "per_network" and {p.line for p in clip.provenance} == {
+        line_of(per_network, "clip_grad_norm_(self.actor"), line_of(per_network, "clip_grad_norm_(self.critic")}
+    for key in ("obs_normalization", "obs_norm_update", "obs_norm_method"):
+        assert x.facts[key].is_unknown, key
+        assert x.facts[key].unknown.endswith("rsl_rl at this ref does not read empirical_normalization; each "
+                                             "network's own obs_normalization (its actor/critic section, 4.0+) "
+                                             "decides, and is not read")
+    assert extractor_facts_at_3x_are_unchanged(tmp_path)
+
+
+def extractor_facts_at_3x_are_unchanged(tmp_path) -> bool:
+    sha = make_repo(tmp_path / "rsl3", [fx.RSL_RL])[0]
+    x = RslRlExtractor(Repository(tmp_path / "rsl3", "rsl_rl").resolve(sha),
+                       Repository(tmp_path / "playground", "playground").resolve("HEAD")).env("SpotGetup")
+    return (x.facts["grad_clip_scope"].value, x.facts["obs_norm_update"].value) == ("global", "per_env_step")

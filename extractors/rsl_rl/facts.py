@@ -226,9 +226,19 @@ class Facts:
     def observations(self) -> None:
         enabled = self.setting("empirical_normalization")
         translated = self.lib.empirical_normalization()
+        if isinstance(translated, Missing):
+            translated = Missing(f"{translated.why}: rsl_rl at this ref does not read empirical_normalization; each "
+                                 "network's own obs_normalization (its actor/critic section, 4.0+) decides, and is "
+                                 "not read", translated.lines)
         normalizer, updates = self.lib.normalizer(), self.lib.normalizer_updates()
         self.put("obs_normalization", enabled.value if isinstance(enabled, Read) else None, enabled, translated,
                  note="empirical_normalization -> actor/critic_obs_normalization (OnPolicyRunner)")
+        if isinstance(translated, Missing):
+            # rsl_rl at this ref does not read empirical_normalization (4.0+: each network's own
+            # obs_normalization in its actor/critic section decides): nothing follows from it.
+            for key in ("obs_norm_method", "obs_norm_std_eps", "obs_clip", "obs_norm_update"):
+                self.unknown(key, translated)
+            return
         on = isinstance(enabled, Read) and bool(enabled.value)
         if isinstance(normalizer, Read):
             eps, clipped = normalizer.value

@@ -135,11 +135,19 @@ class Library:
         return Read(eps, (self.ppo.at(call),))
 
     def grad_clip(self) -> Read | Missing:
-        call = self.ppo.find(self.ppo.method("PPO", "update"), (cst.Call,),
-                             "clip_grad_norm_(self.policy.parameters()", "self.max_grad_norm")
-        if call is None:
-            return self.ppo.missing("no clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)", "PPO.update")
-        return Read("global", (self.ppo.at(call),), "one clip over the actor's and critic's gradients together")
+        """One ``clip_grad_norm_`` over the policy's parameters (3.x: actor and critic together),
+        or one over the actor's and one over the critic's (4.0+: each network its own norm)."""
+        method = self.ppo.method("PPO", "update")
+        call = self.ppo.find(method, (cst.Call,), "clip_grad_norm_(self.policy.parameters()", "self.max_grad_norm")
+        if call is not None:
+            return Read("global", (self.ppo.at(call),), "one clip over the actor's and critic's gradients together")
+        actor = self.ppo.find(method, (cst.Call,), "clip_grad_norm_(self.actor.parameters()", "self.max_grad_norm")
+        critic = self.ppo.find(method, (cst.Call,), "clip_grad_norm_(self.critic.parameters()", "self.max_grad_norm")
+        if actor is not None and critic is not None:
+            return Read("per_network", (self.ppo.at(actor), self.ppo.at(critic)),
+                        "the actor's and the critic's gradients clipped each to its own norm")
+        return self.ppo.missing("no clip_grad_norm_ of self.policy's, or of self.actor's and self.critic's, "
+                                "parameters by self.max_grad_norm", "PPO.update")
 
     # -- policy ---------------------------------------------------------------------------
     def distribution(self) -> Read | Missing:
