@@ -202,6 +202,11 @@ def test_report_against_rsl_rl_end_to_end(repos, tmp_path, capsys):
     text = (out / "locomotion.md").read_text()
     assert text.startswith("# Brax PPO vs RSL-RL PPO: locomotion") and "| Key | Brax | RSL-RL |" in text
     assert "SLM-Lab variant" not in text and "Brax 0.99, RSL-RL 0.98" in text
+    # No sentence calls RSL-RL's values SLM-Lab's: only rationales written for SLM-Lab name it, and say so;
+    # no spec-change risk is offered for a side with no spec.
+    naming = [line for line in text.splitlines() if "SLM-Lab" in line]
+    assert naming and all("(Written for Brax vs SLM-Lab.)" in line for line in naming), naming
+    assert "- Risk (" not in text
     assert "https://github.com/leggedrobotics/rsl_rl/blob/" in text
     assert main(args + ["--check"]) == 0  # the same inputs give the same files
     assert main(["report", "--against", "rsl-rl", "--env", "BallInCup", "--brax-repo", str(repos["brax"]),
@@ -224,6 +229,13 @@ def test_a_rule_written_for_one_side_says_so_against_another(tmp_path):
     against_rsl, = classify([difference], table, side="rsl_rl", fixes=False)
     assert against_rsl.severity == against_slm.severity and against_rsl.rule == "BD040"
     assert against_rsl.rationale == "(Written for Brax vs SLM-Lab.) " + against_slm.rationale
+    # A reason names the side compared (it said "SLM-Lab's value is 1.0" of RSL-RL's value)
+    coef = Difference("value_loss_coef", "value", "differs", Fact("value_loss_coef", 0.25),
+                      Fact("value_loss_coef", 1.0))
+    clip = Difference("max_grad_norm", "optimizer", "match", Fact("max_grad_norm", None), Fact("max_grad_norm", 1.0))
+    by_side = {side: classify([coef, clip], table, side=side, fixes=False)[0].because for side in ("slm", "rsl_rl")}
+    assert by_side == {side: f"one value is at least 2x the other and for `max_grad_norm`, {name}'s value is 1.0"
+                       for side, name in (("slm", "SLM-Lab"), ("rsl_rl", "RSL-RL"))}
     bad = tmp_path / "rules.yaml"
     bad.write_text("rules:\n  - code: BD033\n    sides: [cleanrl]\n")
     with pytest.raises(ConfigError, match="`sides` must be a list of sides"):

@@ -78,10 +78,11 @@ class Context:
 
     difference: Difference
     by_key: dict[str, Difference]
+    other: str = "SLM-Lab"  # the title of the side compared with Brax: what a reason calls it
 
     def on(self, key: str) -> "Context | None":
         other = self.by_key.get(key)
-        return None if other is None else Context(other, self.by_key)
+        return None if other is None else Context(other, self.by_key, self.other)
 
 
 @dataclass(frozen=True)
@@ -164,17 +165,18 @@ def _spoken(value: Any) -> str:
 def _no_value(ctx: Context) -> str | None:
     """Which side lacks the key altogether, when one does."""
     status = ctx.difference.status
-    return {"missing_brax": "Brax has no value", "missing_slm": "SLM-Lab has no value"}.get(status)
+    return {"missing_brax": "Brax has no value", "missing_slm": f"{ctx.other} has no value"}.get(status)
 
 
 def _side_value(side: str) -> Callable[[Context], str]:
-    return lambda ctx: f"{_side(side)}'s value is {_spoken(getattr(ctx.difference, f'{side}_value'))}"
+    return lambda ctx: f"{_side(side, ctx)}'s value is {_spoken(getattr(ctx.difference, f'{side}_value'))}"
 
 
 def _larger_reason(side: str) -> Callable[[Context], str]:
     def reason(ctx: Context) -> str:
         value = getattr(ctx.difference, f"{side}_value")
-        return f"{_side(side)}'s list is longer" if isinstance(value, list) else f"{_side(side)}'s value is larger"
+        name = _side(side, ctx)
+        return f"{name}'s list is longer" if isinstance(value, list) else f"{name}'s value is larger"
     return reason
 
 
@@ -186,7 +188,8 @@ _NULLARY: dict[str, tuple[Callable[[Context], bool], str, Callable[[Context], st
     "missing": (lambda c: c.difference.status.startswith("missing"), "one side has no value",
                 lambda c: _no_value(c) or "one side has no value"),
     "brax_missing": (lambda c: c.difference.status == "missing_brax", "Brax has no value", None),
-    "slm_missing": (lambda c: c.difference.status == "missing_slm", "SLM-Lab has no value", None),
+    "slm_missing": (lambda c: c.difference.status == "missing_slm", "SLM-Lab has no value",
+                    lambda c: f"{c.other} has no value"),
     "brax_larger": (_larger("brax"), "Brax's value is larger (a list: longer)", _larger_reason("brax")),
     "slm_larger": (_larger("slm"), "SLM-Lab's value is larger (a list: longer)", _larger_reason("slm")),
     "length_differs": (
@@ -244,9 +247,9 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
             fact = getattr(ctx.difference, side)
             return fact is not None and not fact.is_unknown and is_number(fact.value) and fact.value < bound
         return Predicate(test, f"{_side(side)}'s value is below {_show(bound)}",
-                         lambda c, side=side, bound=bound: f"{_side(side)}'s value "
+                         lambda c, side=side, bound=bound: f"{_side(side, c)}'s value "
                          f"{_spoken(getattr(c.difference, f'{side}_value'))} is below {_show(bound)}",
-                         lambda c, side=side, bound=bound: f"{_side(side)}'s value is not below {_show(bound)}")
+                         lambda c, side=side, bound=bound: f"{_side(side, c)}'s value is not below {_show(bound)}")
     if name in ("brax_below_key", "slm_below_key"):
         side, other = name.split("_")[0], arg
         _check_keys([other], where)
@@ -259,10 +262,10 @@ def _compile_unary(name: str, arg: Any, where: str) -> Predicate:
             return (fact is not None and not fact.is_unknown and is_number(fact.value) and bound is not None
                     and 0 < fact.value < bound)
         return Predicate(test, f"{_side(side)}'s value is above 0 and below its own `{other}`",
-                         lambda c, side=side, other=other: f"{_side(side)}'s value "
+                         lambda c, side=side, other=other: f"{_side(side, c)}'s value "
                          f"{_spoken(getattr(c.difference, f'{side}_value'))} is below its `{other}` of "
                          f"{_spoken(own(c))}",
-                         lambda c, side=side, other=other: f"{_side(side)}'s value is not below its `{other}`")
+                         lambda c, side=side, other=other: f"{_side(side, c)}'s value is not below its `{other}`")
     if name in ("brax_in", "slm_in"):
         side, choices = name.split("_")[0], _list_arg(name, arg, where)
         def test(ctx: Context, side=side, choices=choices) -> bool:
@@ -336,7 +339,7 @@ def compile_predicate(raw: Any, where: str) -> Predicate:
             raise ConfigError(f"{where}: unknown predicate {raw!r} "
                               f"(known: {', '.join(sorted(set(_NULLARY) | set(PREDICATES)))})")
         test, text, reason = _NULLARY[raw]
-        return Predicate(test, text, reason, lambda c, raw=raw: _NULLARY_NEGATED[raw])
+        return Predicate(test, text, reason, lambda c, raw=raw: _NULLARY_NEGATED[raw].replace("SLM-Lab", c.other))
     if isinstance(raw, dict) and raw:
         parts = []
         for name, arg in raw.items():
@@ -361,8 +364,9 @@ def _all_of(parts: list[Predicate]) -> Predicate:
                      "(" + " and ".join(p.text for p in parts) + ")", reason)
 
 
-def _side(side: str) -> str:
-    return "Brax" if side == "brax" else "SLM-Lab"
+def _side(side: str, ctx: Context | None = None) -> str:
+    """``side``'s name: in a reason (``ctx``), the compared side's own title; in the docs, SLM-Lab's."""
+    return "Brax" if side == "brax" else ctx.other if ctx is not None else "SLM-Lab"
 
 
 def _show(value: Any) -> str:
@@ -943,7 +947,7 @@ def folded_keys(differences: Iterable[Difference]) -> dict[str, str]:
     for d in differences:
         if d.key not in FOLDS or d.status == "match" or FOLDS[d.key][0] not in by_key:
             continue
-        if _fold_condition(d.key)(Context(d, by_key)):
+        if _fold_condition(d.key)(Context(d, by_key)):  # a test only: no reason is worded
             out[d.key] = FOLDS[d.key][0]
     return out
 
@@ -966,7 +970,7 @@ def classify(differences: Iterable[Difference], table: RuleTable, *, fixes: bool
             continue
         folded = tuple(by_key[k] for k, into in sorted(folds.items()) if into == d.key)
         rule = table.rule_for(d.key)
-        ctx = Context(d, by_key)
+        ctx = Context(d, by_key, RULE_SIDES.get(side, side))
         if rule is None:
             severity = None if d.status in ("match", "unknown") else DEFAULT_SEVERITY
             out.append(Classified(d, severity, because=None if severity is None else "no rule covers this key",
