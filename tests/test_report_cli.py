@@ -1,6 +1,6 @@
 """`brax-diff report` and `brax-diff rules` end to end, over fixture repositories, with
 small fake extractors standing in for extractors/brax/extractor.py and extractors/slm/extractor.py (same
-constructor and methods as in CONTRACTS.md). The fakes read one settings file from the
+constructor and methods as theirs). The fakes read one settings file from the
 fixture Brax repository, so an upstream commit really moves a fact."""
 
 import json

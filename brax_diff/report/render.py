@@ -6,9 +6,9 @@ report). :func:`render_markdown` renders the model with ``templates/report.md.j2
 :func:`changes_since` compares the model with a previous report's JSON. Everything is
 sorted and free of timestamps, so the same inputs give byte-identical files.
 
-:func:`generate` runs the whole pipeline for one scope with extractor objects (see
-CONTRACTS.md: ``BraxExtractor``, ``SlmExtractor``); the CLI only opens repositories and
-calls it.
+:func:`generate` runs the whole pipeline for one scope with extractor objects
+(``extractors/brax/extractor.py``'s ``BraxExtractor`` and a side's, e.g. ``extractors/slm/extractor.py``'s
+``SlmExtractor``); the CLI only opens repositories and calls it.
 """
 
 from __future__ import annotations
