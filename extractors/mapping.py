@@ -15,7 +15,9 @@ from brax_diff.errors import ConfigError
 from brax_diff.safety.io import read_text
 from brax_diff.safety.limits_yaml import load_yaml
 
-FAMILIES = ("dm_control", "locomotion", "manipulation")
+from .playground.params import FAMILY_PATHS
+
+FAMILIES = tuple(FAMILY_PATHS)  # a variant maps to one of Playground's families
 
 
 def load_mapping(path: str | None = None) -> dict:

@@ -6,12 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
-
-
-class StrictFailure(BraxDiffError):
-    """--strict and a code pattern was not found: exit 1 after printing the facts."""
-
-    exit_code = 1
+from .common import StrictFailure
 
 
 def register(app) -> None:

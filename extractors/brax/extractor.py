@@ -40,7 +40,7 @@ from .interface import interface_facts
 from .setup import setup_facts
 from ..playground.env import EnvConfigs
 
-FAMILIES = ("dm_control", "locomotion", "manipulation")
+FAMILIES = tuple(FAMILY_PATHS)  # Playground's families, one config module each
 REFERENCES = BRAX_REFERENCES  # where Brax's values come from (brax_diff.facts.scope)
 assert set(FAMILIES) == set(FAMILY_PATHS)
 
