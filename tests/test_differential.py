@@ -277,3 +277,21 @@ def test_a_list_extended_in_place_changes_its_aliases():
 ])
 def test_regressions(body):
     check(PRELUDE + "def f(env_name):\n" + body)
+
+
+@pytest.mark.parametrize("body", [
+    # enumerate's start was ignored: [0, 1] for enumerate(x, start=3)
+    "    v0 = [i * 10 for i, _ in enumerate([5, 6], start=3)]\n    return (v0,)\n",
+    "    v0 = [i for i, _ in enumerate([5, 6], 3)]\n    return (v0,)\n",
+    # list methods that change the list were not followed: `a.insert(0, 5)` left a as it was
+    "    v0 = [1, 2]\n    v0.insert(0, 5)\n    v0.reverse()\n    v1 = v0.pop()\n    return (v0, v1,)\n",
+    "    v0 = [3, 1, 2]\n    v0.sort()\n    v0.remove(2)\n    return (v0,)\n",
+    "    v0 = {'a': 1}\n    v0.clear()\n    return (v0,)\n",
+    # `a += [...]` extends the list every name holding it sees (it rebound only `a`)
+    "    v0 = [32]\n    v1 = v0\n    v1 += [64]\n    return (v0, v1,)\n",
+    # exec can rebind any name: the engine kept the old value
+    "    v0 = 1\n    exec('v0 = 2')\n    return (v0,)\n",
+    "    v0 = eval('1 + 1')\n    return (v0,)\n",
+])
+def test_python_semantics_the_engine_now_follows_or_leaves_unknown(body):
+    check(PRELUDE + "def f(env_name):\n" + body)

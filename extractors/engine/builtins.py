@@ -43,6 +43,7 @@ COMPARE = {cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: oper
 
 
 CONST_METHODS = {"get", "copy", "items", "keys", "values", "pop", "setdefault", "update", "append", "extend",
+                 "insert", "reverse", "clear", "remove", "sort", "popitem",
                   "index", "startswith", "endswith", "removeprefix", "removesuffix", "replace", "lower", "upper",
                   "strip", "split", "format", "join", "__copy__", "rstrip", "lstrip", "count", "find"}
 
@@ -184,9 +185,10 @@ def builtin_functions(engine: Engine) -> dict[str, V]:
 
     def enumerate_(args, kwargs, frame, node):
         items = engine._items(args[0]) if args else None
-        if items is None:
-            return sym("call", "", (sym("ext", "enumerate"), *args))
-        return V([V((const(i), item)) for i, item in enumerate(items)])
+        start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
+        if items is None or not (is_const(start) and isinstance(plain(start), int)) or set(kwargs) - {"start"}:
+            return sym("call", "", (sym("ext", "enumerate"), *args), tuple(sorted(kwargs.items())))
+        return V([V((const(i), item)) for i, item in enumerate(items, plain(start))])
 
     def zip_(args, kwargs, frame, node):
         lists = [engine._items(a) for a in args]
@@ -265,10 +267,22 @@ def builtin_functions(engine: Engine) -> dict[str, V]:
     def print_(args, kwargs, frame, node):
         return const(None)
 
+    def exec_(args, kwargs, frame, node):
+        """Code in a string can rebind any name: every local of the frame is unknown from here
+        (leaving them as they were was a silent wrong value)."""
+        if frame is not None:
+            why = "exec() of code the engine does not read may have rebound it"
+            for name in list(frame.locals):
+                frame.locals[name] = unknown(why)
+        return const(None)
+
+    def eval_(args, kwargs, frame, node):
+        return unknown("eval() of code the engine does not read")
+
     for name, fn in (("list", to_list), ("tuple", to_tuple), ("dict", to_dict), ("len", length),
                      ("range", make_range), ("enumerate", enumerate_), ("zip", zip_), ("getattr", getattr_),
                      ("setattr", setattr_), ("hasattr", hasattr_), ("isinstance", isinstance_), ("super", super_),
-                     ("print", print_)):
+                     ("print", print_), ("exec", exec_), ("eval", eval_)):
         out[name] = V(Native(name, fn))
     for name in ("ValueError", "TypeError", "KeyError", "AssertionError", "NotImplementedError", "RuntimeError",
                  "ImportError", "AttributeError", "IndexError", "Exception", "object", "type", "set", "frozenset",

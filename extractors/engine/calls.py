@@ -15,6 +15,11 @@ from .values import (
 from .runtime import Break, CallRecord, Continue, Frame, Invocation, MAX_DEPTH, Raised, Return
 from .builtins import CALLS_THROUGH, ENVIRONMENT_READS, EXTERNAL_CALLS, STR_METHODS, str_method_refused
 
+# Methods that change their receiver in place: one the engine does not follow makes it unknown
+# (leaving the old value was a silent wrong one: `a.insert(0, 5)` read as `a` unchanged).
+LIST_MUTATORS = {"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"}
+DICT_MUTATORS = {"update", "pop", "popitem", "setdefault", "clear"}
+
 
 class Calls:
     """How calls run (a part of :class:`.core.Engine`)."""
@@ -289,17 +294,37 @@ class Calls:
                 return default, V({**data, key: default}, receiver.lines)
             if name == "update" and (not args or isinstance(args[0].data, dict)) and len(args) <= 1:
                 return const(None), V({**data, **(args[0].data if args else {}), **kwargs}, receiver.lines)
+            if name == "clear" and not args:
+                return const(None), V({}, receiver.lines)
+            if name in DICT_MUTATORS:  # changes the dict in a way not followed: what it holds is unknown
+                return sym("call", name, (receiver, *args)), unknown(f"dict.{name} with these arguments is not "
+                                                                     "followed")
         if isinstance(data, list):
             if name == "append" and args:
                 return const(None), V(list(data) + [args[0]], receiver.lines)
             if name == "extend" and args and self._items(args[0]) is not None:
                 return const(None), V(list(data) + self._items(args[0]), receiver.lines)
+            if name == "insert" and len(args) == 2 and is_const(args[0]) and isinstance(plain(args[0]), int):
+                updated = list(data)
+                updated.insert(plain(args[0]), args[1])
+                return const(None), V(updated, receiver.lines)
+            if name == "pop" and len(args) <= 1 and data and (not args or (
+                    is_const(args[0]) and isinstance(plain(args[0]), int) and -len(data) <= plain(args[0]) < len(data))):
+                updated = list(data)
+                return updated.pop(plain(args[0]) if args else -1), V(updated, receiver.lines)
+            if name == "reverse" and not args:
+                return const(None), V(list(reversed(data)), receiver.lines)
+            if name == "clear" and not args:
+                return const(None), V([], receiver.lines)
             if name == "copy":
                 return V(list(data), receiver.lines), None
             if name == "index" and args and is_const(args[0]) and all(is_const(x) for x in data):
                 values = [plain(x) for x in data]
                 if plain(args[0]) in values:
                     return const(values.index(plain(args[0]))), None
+            if name in LIST_MUTATORS:  # changes the list in a way not followed: what it holds is unknown
+                return sym("call", name, (receiver, *args)), unknown(f"list.{name} with these arguments is not "
+                                                                     "followed")
         if isinstance(data, str) and all(is_const(a) for a in args) and all(is_const(v) for v in kwargs.values()):
             fn = getattr(str, name, None)
             if fn is not None and name in STR_METHODS:

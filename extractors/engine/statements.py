@@ -205,7 +205,11 @@ class Statements:
             right = self._eval(node.value, frame)
             op = AUG_OPS.get(type(node.operator))
             value = self._binary(op, current, right, node, frame) if op else unknown("operator")
-            self._assign(node.target, value, frame)
+            if (isinstance(current.data, list) and type(node.operator) is cst.AddAssign) or (
+                    isinstance(current.data, dict) and type(node.operator) is cst.BitOrAssign):
+                self._rebind(node.target, value, frame)  # in place: every name holding the container sees it
+            else:
+                self._assign(node.target, value, frame)
         elif type(node) is cst.Return:
             raise Return(self._eval(node.value, frame) if node.value is not None else const(None))
         elif type(node) is cst.Raise:
