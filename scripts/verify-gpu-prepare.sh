@@ -9,8 +9,10 @@
 #    `brax-diff fix` writes for it: python -m brax_diff.verify.window prepare.
 # 2. The wheels in scripts/gpu-wheels.txt for Python 3.12 on x86-64 (VERIFY_GPU_WHEELS=0 skips).
 # Repositories and refs: BRAX_REPO, PLAYGROUND_REPO, SLM_REPO, BRAX_REF, PLAYGROUND_REF, SLM_REF
-# (default: upstream main, main, master). VERIFY_GPU_FAILING (space-separated) are the
-# environments the full-evidence estimate costs.
+# (default: Brax and Playground main; SLM-Lab feat/mjwarp-phase5-benchmarks, the code its published
+# Playground scores came from: at master its ppo_playground variant cannot train, so its arms could
+# not be planned). VERIFY_GPU_FAILING (space-separated) are the environments the full-evidence
+# estimate costs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=${1:-.gpu-bundle}
@@ -20,7 +22,7 @@ args=(prepare --bundle "$bundle" --env "$env"
       --brax-repo "${BRAX_REPO:-https://github.com/google/brax}" --brax "${BRAX_REF:-main}"
       --playground-repo "${PLAYGROUND_REPO:-https://github.com/google-deepmind/mujoco_playground}"
       --playground "${PLAYGROUND_REF:-main}"
-      --slm-repo "${SLM_REPO:-https://github.com/kengz/SLM-Lab}" --slm "${SLM_REF:-master}"
+      --slm-repo "${SLM_REPO:-https://github.com/kengz/SLM-Lab}" --slm "${SLM_REF:-feat/mjwarp-phase5-benchmarks}"
       --set "max_frame=${MAX_FRAME:-100000000}")
 [ -n "${SLM_VARIANT:-}" ] && args+=(--variant "$SLM_VARIANT")
 for name in "${failing[@]}"; do args+=(--failing-env "$name"); done

@@ -52,8 +52,17 @@ def test_a_budget_that_does_not_fit_two_seeds_is_cut_to_whole_checkpointed_updat
     assert fit.seconds == pytest.approx(2 * (103 + 30 * 3.0)) and fit.seconds <= 420
     assert fit.reason.startswith("Brax's own budget (68,812,800 env steps) needs 626 s for 2 seeds; 29,491,200 env "
                                  "steps (42.9 %) fit")
-    with pytest.raises(BraxDiffError, match="not one checkpointed update of reference, stand_in fits 2 seed"):
-        fit_window(rates, ("reference", "stand_in"), 60_000_000, evals=10, window_seconds=200)
+    # Tighter: fewer checkpoints (each costs an evaluation and sets the budget's unit), then one seed.
+    # 2 seeds in 200 s: 10 or 5 checkpoints fit no unit; 2 checkpoints: (100 - 79) // 6 = 3 units of 2 updates
+    fewer = fit_window(rates, ("reference", "stand_in"), 60_000_000, evals=10, window_seconds=200)
+    assert (fewer.seeds, fewer.evals, fewer.budget) == (2, 2, 6 * UPDATE)
+    assert fewer.reason.endswith("fit, with 2 checkpoint(s), not 10")
+    one = fit_window(rates, ("reference", "stand_in"), 60_000_000, evals=10, window_seconds=150)
+    assert (one.seeds, one.evals) == (1, 10) and one.seconds <= 150
+    assert one.reason.endswith("with one seed: rates and a learning curve, no paired comparison")
+    with pytest.raises(BraxDiffError, match=r"not one update of reference, stand_in fits in 75 s \(one seed of one "
+                                            r"update: 79 s\)"):
+        fit_window(rates, ("reference", "stand_in"), 60_000_000, evals=10, window_seconds=75)
 
 
 def test_the_full_evidence_costs_each_arm_at_its_own_or_its_shape_s_rate():
@@ -71,3 +80,35 @@ def test_the_full_evidence_costs_each_arm_at_its_own_or_its_shape_s_rate():
     assert rows["baseline"]["minutes_at_10_seeds"] == round(baseline * 10 * 2 / 60, 1)
     per_run = {a: rows[a]["per_run_seconds"] for a in FULL_EVIDENCE_ARMS}  # each exact to 0.1 s here
     assert rows["all"]["minutes_at_20_seeds"] == round(sum(per_run.values()) * 20 * 2 / 60, 1)
+
+
+def test_a_plan_at_stated_rates_reads_the_bundle_s_shapes_and_says_the_rates_are_stated(tmp_path):
+    """`window plan`: what a GPU run would plan, before one is lent (static: no torch, no jax)."""
+    import subprocess
+    import sys
+
+    from test_verify_gpu_script import ROOT, _environment
+
+    environment = _environment(tmp_path, VERIFY_GPU_WHEELS="0", VERIFY_GPU_ENV="CartpoleBalance",
+                               SLM_VARIANT="ppo_fx")
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "verify-gpu-prepare.sh"), str(tmp_path / "bundle")],
+                          capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from brax_diff.verify.window import plan_from_stated_rates
+
+    fit, full, rates = plan_from_stated_rates(tmp_path / "bundle", {"reference": (1000.0, 1.0, 10.0),
+                                                                    "stand_in": (500.0, 1.0, 5.0)},
+                                              timing_seconds=60, deadline_seconds=540, evals=2, budget=1)
+    assert rates["stand_in"].update_env_steps == rates["reference"].update_env_steps
+    assert fit.budget == 2 * rates["stand_in"].update_env_steps  # one update per checkpoint: the budget's unit
+    size = rates["stand_in"].update_env_steps
+    per_seed = (10 + 2 * size / 1000 + 3 * 1.0) + (5 + 2 * size / 500 + 3 * 1.0)  # start, 2 updates, 3 checkpoints
+    assert fit.seeds == int(fit.window_seconds // per_seed) and fit.seconds == pytest.approx(fit.seeds * per_seed)
+    assert fit.window_seconds < 540 - 60 - 20  # the baseline's timing is kept out of the window
+    rows = {row["arm"]: row for row in full.rows}
+    assert rows["reference"]["basis"] == "stated" and rows["all"]["basis"].startswith("rates stated on")
+    assert rows["baseline"]["basis"].startswith("bound: at the slowest PyTorch rate (stand_in)")
+    bad = subprocess.run([sys.executable, "-m", "brax_diff.verify.window", "plan", "--bundle", str(tmp_path / "bundle"),
+                          "--rate", "reference=fast"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and bad.stderr.strip() == ("error: --rate 'reference=fast': expected "
+                                                          "ARM=STEPS_PER_S:EVAL_S:START_S")

@@ -105,31 +105,44 @@ class Fit:
 def fit_window(rates: Mapping[str, Rate], arms: tuple[str, ...], target_budget: int, evals: int,
                window_seconds: float, min_seeds: int = MIN_SEEDS, max_seeds: int = MAX_SEEDS,
                seed_cap: int | None = None) -> Fit:
-    """The budget and seed count of ``arms`` that fit ``window_seconds``: Brax's own budget
-    (``target_budget``) with as many seeds as fit (up to ``max_seeds``) when ``min_seeds`` fit;
-    else the largest budget in whole updates of every arm at which ``min_seeds`` fit. ``seed_cap``
-    lowers ``max_seeds`` and ``min_seeds`` together (a tiny run). Raises when not one update of
-    every arm fits ``min_seeds`` times."""
+    """The budget, checkpoints and seed count of ``arms`` that fit ``window_seconds``, in this
+    order of preference: Brax's own budget (``target_budget``) with as many paired seeds as fit
+    (up to ``max_seeds``, at least ``min_seeds``); else the largest budget in whole checkpointed
+    updates at which ``min_seeds`` fit, with ``evals`` checkpoints, then with fewer (a checkpoint
+    costs an evaluation and sets the budget's unit); else the same with one seed, which gives
+    rates and a learning curve but no paired comparison (the reason says so). ``seed_cap``
+    lowers both seed counts (a tiny run). Raises when not one update of every arm fits once."""
     max_seeds = min(max_seeds, seed_cap) if seed_cap else max_seeds
     min_seeds = min(min_seeds, max_seeds)
-    unit = math.lcm(*(rates[a].update_env_steps for a in arms)) * evals  # checkpoints on whole updates
+    step = math.lcm(*(rates[a].update_env_steps for a in arms))
 
-    def per_seed(budget: int) -> float:
-        return sum(rates[a].run_seconds(budget, evals) for a in arms)
+    def per_seed(budget: int, checkpoints: int) -> float:
+        return sum(rates[a].run_seconds(budget, checkpoints) for a in arms)
 
-    target = math.ceil(target_budget / unit) * unit
-    if per_seed(target) * min_seeds <= window_seconds:
-        seeds = max(min_seeds, min(max_seeds, int(window_seconds // per_seed(target))))
-        return Fit(arms, target, target_budget, seeds, evals, seeds * per_seed(target), window_seconds,
+    target = math.ceil(target_budget / (step * evals)) * step * evals
+    if per_seed(target, evals) * min_seeds <= window_seconds:
+        seeds = max(min_seeds, min(max_seeds, int(window_seconds // per_seed(target, evals))))
+        return Fit(arms, target, target_budget, seeds, evals, seeds * per_seed(target, evals), window_seconds,
                    f"Brax's own budget ({target:,} env steps) fits {seeds} paired seed(s)")
-    units = int((window_seconds / min_seeds - per_seed(0)) // max(per_seed(unit) - per_seed(0), 1e-9))
-    if units < 1:
-        raise BraxDiffError(f"not one checkpointed update of {', '.join(arms)} fits {min_seeds} seed(s) in "
-                            f"{window_seconds:.0f} s (one seed of one unit: {per_seed(unit):.0f} s)")
-    budget = units * unit
-    return Fit(arms, budget, target_budget, min_seeds, evals, min_seeds * per_seed(budget), window_seconds,
-               f"Brax's own budget ({target:,} env steps) needs {per_seed(target) * min_seeds:.0f} s for "
-               f"{min_seeds} seeds; {budget:,} env steps ({100 * budget / target:.1f} %) fit")
+    fewer = sorted({max(1, evals // 2 ** k) for k in range(evals.bit_length() + 1)}, reverse=True)
+    for seeds in sorted({min_seeds, 1}, reverse=True):
+        for checkpoints in fewer:
+            unit = step * checkpoints
+            units = int((window_seconds / seeds - per_seed(0, checkpoints))
+                        // max(per_seed(unit, checkpoints) - per_seed(0, checkpoints), 1e-9))
+            if units < 1:
+                continue
+            budget = min(units * unit, target)
+            said = [f"Brax's own budget ({target:,} env steps) needs {per_seed(target, evals) * min_seeds:.0f} s "
+                    f"for {min_seeds} seeds; {budget:,} env steps ({100 * budget / target:.1f} %) fit"]
+            if checkpoints < evals:
+                said.append(f"with {checkpoints} checkpoint(s), not {evals}")
+            if seeds < min_seeds:
+                said.append("with one seed: rates and a learning curve, no paired comparison")
+            return Fit(arms, budget, target_budget, seeds, checkpoints, seeds * per_seed(budget, checkpoints),
+                       window_seconds, ", ".join(said))
+    raise BraxDiffError(f"not one update of {', '.join(arms)} fits in {window_seconds:.0f} s (one seed of one "
+                        f"update: {per_seed(step, 1):.0f} s)")
 
 
 @dataclass
@@ -143,7 +156,8 @@ class FullEvidence:
 
 
 def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], envs: list[str], budget: int,
-                       evals: int, seed_counts: tuple[int, ...] = FULL_EVIDENCE_SEEDS) -> FullEvidence:
+                       evals: int, seed_counts: tuple[int, ...] = FULL_EVIDENCE_SEEDS,
+                       how: str = "measured") -> FullEvidence:
     """Minutes for every arm of FULL_EVIDENCE_ARMS on each of ``envs`` at ``budget``, per seed
     count. An arm not timed is costed at the timed arm of its shape (``shapes``: arm -> the
     settings that set its cost); with no timed arm of its shape, at the slowest timed PyTorch
@@ -153,7 +167,7 @@ def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], e
     rows, per_arm = [], []
     for arm in FULL_EVIDENCE_ARMS:
         timed = arm if arm in rates else next((a for a in rates if shapes.get(a) == shapes.get(arm)), None)
-        basis = "measured" if timed == arm else f"at {timed}'s rate (same shape)" if timed else None
+        basis = how if timed == arm else f"at {timed}'s rate (same shape)" if timed else None
         if timed is None:
             timed = max(torch_arms, key=lambda a: rates[a].update_seconds / rates[a].update_env_steps)
             basis = f"bound: at the slowest PyTorch rate ({timed}), no timed run has this arm's shape"
@@ -163,7 +177,7 @@ def full_evidence_cost(rates: Mapping[str, Rate], shapes: Mapping[str, tuple], e
                      **{f"minutes_at_{n}_seeds": round(per_run * n * len(envs) / 60, 1) for n in seed_counts}})
     total = {f"minutes_at_{n}_seeds": round(sum(per_arm) * n * len(envs) / 60, 1) for n in seed_counts}
     rows.append({"arm": "all", "envs": envs, "budget": budget, "evals": evals,
-                 "basis": f"rates measured on {next(iter(rates.values())).env}, applied to every environment",
+                 "basis": f"rates {how} on {next(iter(rates.values())).env}, applied to every environment",
                  **total})
     return FullEvidence(rows)
 
@@ -250,8 +264,18 @@ def _target_budget(brax) -> int:
 
 
 DEADLINE_SECONDS = 540  # of a 10-minute command: what is left after the wheels install
-BASELINE_RESERVE = 120  # seconds kept after the planned runs to time one update of SLM-Lab's baseline
+BASELINE_RESERVE = 120  # at most this many seconds kept after the planned runs to time SLM-Lab's baseline
 MARGIN = 20  # seconds for writing, and for what the estimate missed
+
+
+def baseline_reserve(stand_in: Rate, baseline_update: int | None) -> float:
+    """Seconds to keep for timing one update of SLM-Lab's baseline after the runs: twice its
+    update at the stand-in's cost per env step (both train 16 epochs over what they collect),
+    two checkpoints and 20 s to build its evaluator, at most BASELINE_RESERVE; none without one."""
+    if baseline_update is None:
+        return 0.0
+    per_step = stand_in.update_seconds / stand_in.update_env_steps
+    return min(BASELINE_RESERVE, 2 * per_step * baseline_update + 2 * stand_in.eval_seconds + 20)
 
 
 def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, window_seconds: float | None = None,
@@ -302,13 +326,20 @@ def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, 
         write_atomic(output / "window.json", dumps(report))
 
     # 1. Timing runs of the two arms the window trains: their own update size, a checkpoint after each update.
-    probe = plan(("gap", "stand_in"), 1, 1, 1)
-    sizes = probe.update_steps[env]
-    shapes = {r.arm: _shape(r.settings) for r in probe.runs if r.trainer != "brax-ppo"}
+    # SLM-Lab's arms are planned apart: a variant that cannot train at its ref stops only them.
+    probe = plan(("stand_in",), 1, 1, 1)
+    try:
+        slm_probe = plan(("gap",), 1, 1, 1)
+    except BraxDiffError as exc:
+        slm_probe, report["slm_arms"] = None, f"not planned: {exc}"
+        log(f"SLM-Lab's arms {report['slm_arms']}")
+    runs = probe.runs + (slm_probe.runs if slm_probe is not None else [])
+    sizes = {**(slm_probe.update_steps[env] if slm_probe is not None else {}), **probe.update_steps[env]}
+    shapes = {r.arm: _shape(r.settings) for r in runs if r.trainer != "brax-ppo"}
     rates: dict[str, Rate] = {}
 
     def measure(arm: str, updates: int, warm: bool = False) -> None:
-        spec = timing_spec(next(r for r in probe.runs if r.arm == arm), sizes[arm], updates)
+        spec = timing_spec(next(r for r in runs if r.arm == arm), sizes[arm], updates)
         rates[arm] = measure_brax(spec) if arm == "reference" else measure_torch(spec, device, warm)
         log(f"measured {arm}: {rates[arm].env_steps_per_s:,.0f} env steps/s at {rates[arm].num_envs} envs "
             f"({rates[arm].update_env_steps:,} per update), {rates[arm].eval_seconds:.1f} s per checkpoint, "
@@ -319,7 +350,8 @@ def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, 
 
     # 2. The fit, then the runs.
     arms = ("reference", "stand_in")
-    window = deadline_seconds - elapsed() - BASELINE_RESERVE - MARGIN
+    reserve = baseline_reserve(rates["stand_in"], sizes.get("baseline"))
+    window = deadline_seconds - elapsed() - reserve - MARGIN
     window = min(window, window_seconds) if window_seconds else window
     report["rates"] = {a: r.to_json() for a, r in rates.items()}
     try:
@@ -339,9 +371,9 @@ def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, 
 
     # 3. SLM-Lab's baseline, timed last (for the estimate only), then what the full evidence costs.
     left = deadline_seconds - elapsed() - MARGIN
-    if left > 0:
+    if slm_probe is not None and left > 0:
         measure("baseline", 1, warm=True)
-    else:
+    elif slm_probe is not None:
         log(f"baseline not timed: {left:.0f} s left before the deadline")
     report["rates"] = {a: r.to_json() for a, r in rates.items()}
     full = full_evidence_cost(rates, shapes, meta.get("failing_envs") or [env], target, evals)
@@ -351,6 +383,40 @@ def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, 
     report["seconds"] = round(elapsed(), 1)
     write(final=True)
     return report
+
+
+def plan_from_stated_rates(bundle: Path, stated: Mapping[str, tuple[float, float, float]], timing_seconds: float,
+                           deadline_seconds: float = DEADLINE_SECONDS, evals: int = 10,
+                           budget: int | None = None) -> tuple[Fit, FullEvidence, dict[str, Rate]]:
+    """What ``run`` would plan at rates stated instead of measured: ``stated`` maps an arm to
+    (env steps/s, seconds per checkpoint, seconds to start), ``timing_seconds`` is what the
+    timing runs are taken to cost. Static (no torch, no jax): for a plan before a GPU is lent."""
+    from . import build_plan
+    from .inputs import load_extraction
+
+    meta = json.loads((bundle / "bundle.json").read_text())
+    env = meta["env"]
+    brax = load_extraction(bundle / "brax.json", "brax")
+    slm = load_extraction(bundle / "slm.json", "slm")
+    fixed = load_extraction(bundle / "spec_fixes.json", "slm") if (bundle / "spec_fixes.json").exists() else None
+    probe = build_plan({env: brax}, {env: slm}, envs=[env], seeds=1, budget=1, evals=1, arms=("gap", "stand_in"),
+                       fixed={env: fixed} if fixed is not None else None)
+    sizes = probe.update_steps[env]
+    specs = {r.arm: r for r in probe.runs}
+    rates = {}
+    for arm, (per_s, eval_s, start_s) in stated.items():
+        if arm not in specs:
+            raise BraxDiffError(f"no arm {arm!r} in the plan (arms: {', '.join(sorted(specs))})")
+        num_envs = (specs[arm].settings.get("train", {}).get("num_envs") if specs[arm].trainer == "brax-ppo"
+                    else specs[arm].settings.get("num_envs"))
+        rates[arm] = Rate(arm, specs[arm].trainer, env, int(num_envs or 0), sizes[arm], sizes[arm] / per_s, eval_s,
+                          start_s, 0.0)
+    target = budget or _target_budget(brax)
+    window = deadline_seconds - timing_seconds - baseline_reserve(rates["stand_in"], sizes.get("baseline")) - MARGIN
+    fit = fit_window(rates, ("reference", "stand_in"), target, evals, window)
+    shapes = {r.arm: _shape(r.settings) for r in probe.runs if r.trainer != "brax-ppo"}
+    return fit, full_evidence_cost(rates, shapes, meta.get("failing_envs") or [env], target, evals,
+                                   how="stated"), rates
 
 
 # -- the repositories' side -----------------------------------------------------------------------------
@@ -396,6 +462,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--evals", type=int, default=10)
     r.add_argument("--cache", type=Path)
     r.add_argument("--tiny", action="store_true", help="the CPU test's size: 4 envs, 10-step episodes, 1 seed")
+    q = sub.add_parser("plan", help="what run would plan at stated rates (no GPU, no training)")
+    q.add_argument("--bundle", type=Path, required=True)
+    q.add_argument("--rate", action="append", default=[], metavar="ARM=STEPS_PER_S:EVAL_S:START_S",
+                   help="reference, stand_in, baseline (repeatable)")
+    q.add_argument("--timing-seconds", type=float, default=120.0, help="what the timing runs are taken to cost")
+    q.add_argument("--deadline", type=float, default=DEADLINE_SECONDS)
+    q.add_argument("--budget", type=int)
+    q.add_argument("--evals", type=int, default=10)
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
@@ -408,6 +482,21 @@ def main(argv: list[str] | None = None) -> int:
             _, spec_sets = split_sets(args.sets)
             prepare(args.bundle, args.env, args.failing_env or [args.env], settings, args.variant, spec_sets)
             print(f"bundle: {args.bundle}")
+        elif args.command == "plan":
+            stated = {}
+            for item in args.rate:
+                arm, _, numbers = item.partition("=")
+                try:
+                    per_s, eval_s, start_s = (float(x) for x in numbers.split(":"))
+                except ValueError:
+                    raise BraxDiffError(f"--rate {item!r}: expected ARM=STEPS_PER_S:EVAL_S:START_S") from None
+                stated[arm] = (per_s, eval_s, start_s)
+            fit, full, _ = plan_from_stated_rates(args.bundle, stated, args.timing_seconds, args.deadline,
+                                                  args.evals, args.budget)
+            print(f"fit: {fit.seeds} seed(s) x {', '.join(fit.arms)} at {fit.budget:,} env steps, about "
+                  f"{fit.seconds / 60:.1f} min of a {fit.window_seconds:.0f} s window ({fit.reason})")
+            for row in full.rows:
+                print(f"full evidence: {json.dumps(row)}")
         else:
             run(args.bundle, args.output, args.deadline, args.window, cache=args.cache, tiny=args.tiny,
                 budget=args.budget, evals=args.evals)
