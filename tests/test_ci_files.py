@@ -207,7 +207,8 @@ def slm_checkout(tmp_path):
         brax_files, playground_files, slm_files = {"README.md": "b\n"}, {"README.md": "p\n"}, {SPEC_PATH: "x: 1\n"}
     make_repo(brax, [brax_files], origin="https://github.com/google/brax.git")
     make_repo(playground, [playground_files], origin="https://github.com/google-deepmind/mujoco_playground.git")
-    config = (f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\ncache-dir = "{tmp_path / "cache"}"\n'
+    # The cache is BRAX_DIFF_CACHE_DIR below: a checkout's settings file cannot choose it.
+    config = (f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\n'
               'mapping = "brax-diff-mapping.yaml"\n')
     make_repo(slm, [{**slm_files, "brax-diff.toml": config, "brax-diff-mapping.yaml": FIXTURE_MAPPING}],
               origin="https://github.com/kengz/SLM-Lab.git")
