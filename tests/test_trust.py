@@ -88,3 +88,66 @@ def test_rules_and_mapping_outside_the_checkout_are_refused_unless_given_as_flag
     monkeypatch.chdir(checkout)
     assert main(["rules"]) == 2
     one_error_line(capsys, f"{key} '../secret.yaml' leads outside the checkout")
+
+
+# -- stderr and GitHub workflow commands -----------------------------------------------------
+
+HOSTILE_KEY = "clip\n::error::pwned\r::warning file=x::y"
+
+
+def no_workflow_command(text: str) -> None:
+    """What GitHub's runner does: every line that starts with '::' after blanks is a command."""
+    for line in text.splitlines():
+        assert not line.strip().startswith("::"), line
+
+
+def test_an_upstream_key_with_a_newline_is_one_line_on_stderr_not_a_workflow_command(capsys):
+    from brax_diff.cli.story import PlainConsole, Story
+
+    model = {"scope": {"env": "::error::env", "family": "f", "variant": "v"},
+             "sources": [{"name": "slm", "ref": "master", "commit": "a" * 40}],
+             "differences": [{"key": HOSTILE_KEY, "severity": "CRITICAL"}], "summary": {"match": 0},
+             "findings": [{"severity": "ERROR", "side": "slm", "kind": "cannot_train",
+                           "message": f"spec key {HOSTILE_KEY!s}", "provenance": []}]}
+    story = Story(PlainConsole())
+    story.warn(f"spec key {HOSTILE_KEY} is not read")
+    story.summary(model)
+    err = capsys.readouterr().err
+    no_workflow_command(err)
+    assert err.splitlines() == [
+        "warning: spec key clip%0A::error::pwned%0D::warning file=x::y is not read",
+        "%3A:error::env (f): SLM-Lab variant v; SLM-Lab master aaaaaaa",
+        "  CRITICAL 1: clip%0A::error::pwned%0D::warning file=x::y",
+        "  IMPORTANT 0", "  MINOR 0", "  match 0",
+        "ERROR SLM-Lab cannot_train: spec key clip%0A::error::pwned%0D::warning file=x::y"]
+
+
+def test_an_error_quoting_upstream_text_is_one_line(workspace, capsys, monkeypatch):
+    from brax_diff.cli import report as report_cli
+    from brax_diff.errors import SpecError
+
+    class Refusing:
+        def __init__(self, *args, **kwargs):
+            raise SpecError(f"spec key {HOSTILE_KEY!s}: not a number")
+
+    monkeypatch.setattr(report_cli, "load_extractors", lambda: (Refusing, Refusing))
+    assert run(workspace, "--family", "dm_control") == 2
+    # BraxDiffError already folds its message to one line; the guard is that it stays so.
+    err = one_error_line(capsys, "spec key clip ::error::pwned ::warning file=x::y: not a number")
+    no_workflow_command(err)
+
+
+def test_annotations_escape_data_and_properties_as_github_does():
+    from brax_diff.report.review import github_annotations
+
+    class Move:
+        now, was, path, line, report = "CRITICAL", "MINOR", "reports/a,b:c.md", 3, "dm_control"
+        key = "k%\n::error::x"
+
+        def sentence(self):
+            return f"{self.key} moved\r\n::error::y"
+
+    out = github_annotations([Move()])
+    assert out == ("::error file=reports/a%2Cb%3Ac.md,line=3,title=brax-diff%3A k%25%0A%3A%3Aerror%3A%3Ax moved "
+                   "(dm_control)::k%25%0A::error::x moved%0D%0A::error::y\n")
+    assert out.count("\n") == 1  # one command: the key's newline is data (%0A), not a second line

@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import BraxDiffError
 from ..facts.model import dumps
+from ..safety.escape import one_line
 from ..safety.io import read_json, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir
 
@@ -188,7 +189,7 @@ class FactCache:
                          durable=False)
         except BraxDiffError as exc:
             self.disabled = True
-            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
+            print(f"warning: fact cache not written ({one_line(exc)}); continuing without it", file=sys.stderr)
 
     def store(self, recipe: str, result: CachedResult) -> None:
         """Keep ``result``. The cache only saves time: a write that fails (a full disk, a
@@ -208,7 +209,7 @@ class FactCache:
             write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]), durable=False)
         except BraxDiffError as exc:
             self.disabled = True
-            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
+            print(f"warning: fact cache not written ({one_line(exc)}); continuing without it", file=sys.stderr)
 
 
 # What the cache keys and reuse depend on, here rather than in history (which `report`,

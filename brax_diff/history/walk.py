@@ -36,6 +36,7 @@ from ..facts.model import Extraction, Fact, SourceInfo, dumps
 from ..extract.factcache import CachedResult, FactCache, rebase_provenance, shipped_version  # noqa: F401 (re-exported)
 from ..sources.repository import ObjectIds, Repository, Snapshot, open_all, run_git  # noqa: F401 (ObjectIds: re-exported)
 from ..sources.worktree import resolve_ref
+from ..safety.escape import one_line
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 SHALLOW_NOTE = ("this clone is shallow and its history stops at this commit: these facts did not appear here, "
@@ -514,7 +515,7 @@ class HistoryEngine:
         parsed, lines = run_shares(shares, self.cache, self.repos.values())
         self.parsed += sum(n for n in parsed if isinstance(n, int))
         for line in lines:  # a child's warnings (a cache it could not write)
-            print(line, file=sys.stderr)
+            print(one_line(line), file=sys.stderr)
 
     @staticmethod
     def _entry(recipe: Recipe, commit: CommitInfo, old: Outcome, new: Outcome) -> list[Entry]:

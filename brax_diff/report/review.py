@@ -254,12 +254,7 @@ def annotated_text(path: Path | None, regenerated: str) -> str:
     return regenerated
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+from ..safety.escape import command_data as _escape_data, command_property as _escape_property
 
 
 def github_annotations(found: Iterable[Move]) -> str:
