@@ -151,3 +151,92 @@ def test_annotations_escape_data_and_properties_as_github_does():
     assert out == ("::error file=reports/a%2Cb%3Ac.md,line=3,title=brax-diff%3A k%25%0A%3A%3Aerror%3A%3Ax moved "
                    "(dm_control)::k%25%0A::error::x moved%0D%0A::error::y\n")
     assert out.count("\n") == 1  # one command: the key's newline is data (%0A), not a second line
+
+
+# -- Markdown -------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = "x](javascript:alert(1))"
+HTML = "<script>alert(1)</script>"
+
+
+def rendered_html(markdown: str) -> str:
+    """The Markdown as a CommonMark renderer with tables and raw HTML shows it, every link
+    destination allowed (markdown-it refuses javascript: itself; other renderers may not)."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable("table")
+    md.validateLink = lambda url: True
+    return md.render(markdown)
+
+
+def hostile_model() -> dict:
+    """A committed report's model with upstream strings an attacker chose."""
+    import json
+
+    model = json.loads((ROOT / "reports" / "upstream" / "dm_control.json").read_text())
+    row = model["matrix"]["rows"][0]
+    row["env"], row["variant"] = f"[Cartpole]({LINK[3:]} {HTML}", f"v`{LINK}"
+    model["scope"]["variant"] = f"ppo` {LINK} `"
+    difference = next(d for d in model["differences"] if d["status"] == "differs")
+    difference["slm"]["value"] = f"{HTML} [a]({LINK[3:]}"
+    old, difference["key"] = difference["key"], f"k`{LINK}\n| x |"
+    for step in model["recommended"]:  # the steps name the key too
+        step["keys"] = [difference["key"] if k == old else k for k in step["keys"]]
+    model["findings"][0]["message"] = f"spec key `a` is {HTML} and [b]({LINK[3:]}"
+    model["findings"][0]["provenance"][0]["path"] = "a]\n[x]: javascript:alert(2)\n[b.py"
+    return model
+
+
+def test_upstream_strings_in_the_markdown_form_no_link_html_or_table_column():
+    from brax_diff.report.render import render_markdown
+
+    markdown = render_markdown(hostile_model())
+    html = rendered_html(markdown)
+    assert "<script" not in html and "javascript:" not in "".join(
+        part.split('"', 1)[0] for part in html.split('href="')[1:])  # no link goes there
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text, not dropped
+    assert "\n[x]: javascript" not in markdown  # the path made no link definition
+    # Each table row keeps its column count: a key's "|" and newline are cell content.
+    for table in html.split("<table>")[1:]:
+        rows = table.split("</table>")[0].split("<tr>")[1:]
+        assert len({row.count("<td") + row.count("<th") for row in rows}) == 1
+
+
+def test_the_escapes_leave_todays_reports_byte_identical():
+    """Every committed report re-rendered from its JSON is the committed Markdown: none of
+    today's upstream names needed an escape."""
+    import json
+
+    from brax_diff.report.render import render_markdown, render_results_markdown
+
+    for path in sorted((ROOT / "reports").glob("*/*.json")):
+        model = json.loads(path.read_text())
+        render = render_results_markdown if model.get("kind") == "results" else render_markdown
+        assert render(model) == path.with_suffix(".md").read_text(), path
+
+
+def test_code_spans_and_names_escape_what_breaks_out():
+    from brax_diff.safety.escape import md_code, md_prose, md_text
+
+    assert md_code("num_envs") == "`num_envs`"
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``" and md_code("a|b\nc") == "`a\\|b c`"
+    assert md_text("CartpoleBalance") == "CartpoleBalance" and md_text("Go1_Getup") == "Go1_Getup"
+    assert md_text("[a](javascript:x) <b>") == "\\[a\\](javascript:x) \\<b\\>"
+    assert md_prose("spec `a` < 3 and <img src=x>") == "spec `a` < 3 and &lt;img src=x>"
+    assert md_prose("[a](javascript:x)") == "[a]\\(javascript:x)"
+
+
+def test_upstream_strings_in_the_results_markdown_form_no_link_or_html():
+    import json
+
+    from brax_diff.report.render import render_results_markdown
+
+    model = json.loads((ROOT / "reports" / "upstream" / "results.json").read_text())
+    model["rows"][0]["env"] = f"[Cartpole]({LINK[3:]} {HTML}"
+    if model.get("unjoined"):
+        model["unjoined"][0]["env"] = f"{HTML} [u]({LINK[3:]}"
+    model["not_published"] = [*model.get("not_published", []), f"[n]({LINK[3:]}"]
+    html = rendered_html(render_results_markdown(model))
+    assert "<script" not in html and "javascript:" not in "".join(
+        part.split('"', 1)[0] for part in html.split('href="')[1:])

@@ -79,5 +79,6 @@ def md_prose(text: str) -> str:
     """A message brax-diff wrote around upstream text, for a table cell: no HTML or autolink
     (``<`` before a letter as ``&lt;``), no inline link (``](`` as ``]\\(``), one line, ``|``
     escaped. brax-diff's own backticks stay code spans."""
-    out = _NEWLINES.sub(" ", str(text)).replace("|", "\\|")
+    # A "|" already escaped stays as it is: a cell built of escaped parts is escaped once.
+    out = re.sub(r"(?<!\\)\|", r"\\|", _NEWLINES.sub(" ", str(text)))
     return _HTML_OPEN.sub("&lt;", out).replace("](", "]\\(")
