@@ -205,12 +205,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
         _write_file(tmp, _as_bytes(data), _mode_for(target), durable)
         os.replace(tmp, target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise BraxDiffError(f"cannot write {target}: {_why(exc)}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
     return target
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file if it is there. On a read-only filesystem even unlinking a file
+    that is not there answers EROFS: that OSError would replace the one being reported (and
+    escape a cache's "continuing without it")."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
