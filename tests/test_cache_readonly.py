@@ -74,7 +74,26 @@ def test_a_fact_cache_in_a_read_only_directory_is_a_warning(tmp_path, monkeypatc
 
     cache = FactCache(tmp_path)
     cache.remember_commit("a" * 40, "2026-01-01", {"x.py": "b" * 40})  # creates commits/
-    assert (tmp_path / "facts" / "v2" / "commits").is_dir()
+    assert (tmp_path / "facts" / "v3" / "commits").is_dir()
     read_only(monkeypatch, tmp_path)
     cache.remember_commit("c" * 40, "2026-01-01", {"x.py": "b" * 40})
     assert cache.disabled and "fact cache not written" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_bit_flipped_cache_entry_is_a_miss_not_a_wrong_value(workspace, capsys, seed):
+    # Before: a flipped bit in a cached commit sha (still valid JSON) printed a permalink to
+    # another commit, and one in a value printed that value.
+    import random
+
+    assert run(workspace, "--env", "BallInCup") == 0
+    first = snapshot_files(workspace["work"] / "reports")
+    rng = random.Random(seed)
+    for entry in sorted(Path(os.environ["BRAX_DIFF_CACHE_DIR"]).rglob("*.json")):
+        data = bytearray(entry.read_bytes())
+        for _ in range(3):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        entry.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert run(workspace, "--env", "BallInCup") == 0, capsys.readouterr().err
+    assert snapshot_files(workspace["work"] / "reports") == first

@@ -193,11 +193,13 @@ def test_fact_cache_entries_of_the_wrong_structure_are_misses(workspace, capsys)
     first = snapshot_files(reports)
     entries = [p for p in Path(os.environ["BRAX_DIFF_CACHE_DIR"]).rglob("*.json") if p.name != "pathsets.json"]
     assert entries
+    from brax_diff.extract.factcache import sealed
+
     for index, entry in enumerate(entries):  # keep the reads (so the lookup hits), break the rest
-        data = json.loads(entry.read_text())
+        data = json.loads(entry.read_text())["data"]  # resealed below: the structure checks still run
         broken = [{**data, "extraction": {"facts": 5}}, {**data, "commits": [1]}, {**data, "extraction": []},
                   {**data, "extraction": {"side": "brax", "facts": {"k": {"provenance": [{"line": "x"}]}}}}]
-        entry.write_text(json.dumps(broken[index % len(broken)]))
+        entry.write_text(sealed(broken[index % len(broken)]))
     entries[0].write_text("[" * 10000)
     assert run(workspace, "--family", "dm_control") == 0
     assert snapshot_files(reports) == first

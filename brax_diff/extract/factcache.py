@@ -12,17 +12,19 @@ the *path sets* earlier extractions read, and tries each one (the blob ids of a 
 at the wanted commits give a key). A hit is sound: the same code reading the same bytes
 reads the same paths and returns the same facts.
 
-Layout under ``<root>/facts/v2/<recipe hash>/``::
+Layout under ``<root>/facts/v3/<recipe hash>/``::
 
     pathsets.json      # [{side: [paths...]}, ...] most recent first
     <reads hash>.json  # {"reads", "commits", "repos", "extraction" | "error"}
 
 and, per commit an extraction read, what that commit's tree gives each path read and the
-commit's date, in ``<root>/facts/v2/commits/<sha>.json`` (``{"date", "ids"}``): both are
+commit's date, in ``<root>/facts/v3/commits/<sha>.json`` (``{"date", "ids"}``): both are
 fixed by the sha, so a rerun at that commit looks its path sets up without reading a tree
 (or importing GitPython).
 
-Every file is written atomically; an unreadable file is a miss, never an error.
+Every file is written atomically and sealed (:func:`sealed`: its JSON with a digest of it); an
+unreadable file, or one whose digest does not match (a flipped bit that is still JSON), is a
+miss, never an error or a wrong value.
 Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOME/brax-diff
 (``~/.cache/brax-diff``).
 """
@@ -44,7 +46,7 @@ from ..safety.io import read_json, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
-LAYOUT_VERSION = "v2"  # v2: keys hash compact JSON (v1 hashed the indented form)
+LAYOUT_VERSION = "v3"  # v3: sealed entries; v2: keys hash compact JSON (v1 hashed the indented form)
 # Path sets remembered per recipe; a recipe reads a handful of distinct sets over history.
 MAX_PATHSETS = 64
 
@@ -97,6 +99,24 @@ class CachedResult:
         return cls(reads=reads, commits=data["commits"], repos=data["repos"], extraction=extraction, error=error)
 
 
+def sealed(data: Any) -> str:
+    """``data`` as a cache file: ``{"data", "sha256"}``, the digest of ``dumps(data)``. A cache
+    file is read back as facts and links: damage that leaves valid JSON (a flipped digit in a
+    commit sha or a value) must be a miss, not a wrong value."""
+    return dumps({"data": data, "sha256": hashlib.sha256(dumps(data).encode()).hexdigest()})
+
+
+def unsealed(found: Any) -> Any:
+    """What :func:`sealed` wrote; None when ``found`` is not a sealed entry or its digest differs."""
+    if not (isinstance(found, dict) and set(found) == {"data", "sha256"} and isinstance(found["sha256"], str)):
+        return None
+    try:
+        text = dumps(found["data"])
+    except (TypeError, ValueError):
+        return None
+    return found["data"] if hashlib.sha256(text.encode()).hexdigest() == found["sha256"] else None
+
+
 class FactCache:
     """Extraction results on disk; ``hits``/``misses`` count this process's lookups."""
 
@@ -126,7 +146,7 @@ class FactCache:
         if not path.is_file():
             return None
         try:
-            return read_json(path, "fact cache entry")
+            return unsealed(read_json(path, "fact cache entry"))
         except BraxDiffError:  # unreadable, corrupt or past a limit: a miss
             return None
 
@@ -185,7 +205,7 @@ class FactCache:
             self.pending_commits[sha] = {"date": date, "ids": merged}
             return
         try:
-            write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}),
+            write_atomic(self._commit_file(sha), sealed({"date": date, "ids": dict(sorted(merged.items()))}),
                          durable=False)
         except BraxDiffError as exc:
             self.disabled = True
@@ -200,13 +220,13 @@ class FactCache:
         pathset = {side: sorted(paths) for side, paths in sorted(result.reads.items())}
         known = self.pathsets(recipe)
         try:
-            write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()),
+            write_atomic(directory / f"{self.reads_key(result.reads)}.json", sealed(result.to_json()),
                          durable=False)
             if pathset in known and known[0] == pathset:
                 return
             updated = [pathset] + [p for p in known if p != pathset]
             self._pathsets[recipe] = updated[:MAX_PATHSETS]
-            write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]), durable=False)
+            write_atomic(directory / "pathsets.json", sealed(self._pathsets[recipe]), durable=False)
         except BraxDiffError as exc:
             self.disabled = True
             print(f"warning: fact cache not written ({one_line(exc)}); continuing without it", file=sys.stderr)
