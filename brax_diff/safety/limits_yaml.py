@@ -25,10 +25,11 @@ class BoundedConstructor(yaml.constructor.SafeConstructor):
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         # PyYAML lets a tagged scalar it cannot convert (`!!int 16.0`, `!!float abc`, an invalid
-        # `!!timestamp`) escape as a bare ValueError; it is malformed YAML like any other.
+        # `!!timestamp`, `!!bool maybe`: a KeyError) escape as a bare exception; it is
+        # malformed YAML like any other.
         try:
             return super().construct_object(node, deep)
-        except (ValueError, OverflowError) as exc:
+        except (ValueError, OverflowError, KeyError) as exc:
             raise yaml.constructor.ConstructorError(None, None, f"{node.tag} {node.value!r}: {exc}",
                                                     node.start_mark) from None
 
