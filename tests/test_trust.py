@@ -90,6 +90,21 @@ def test_rules_and_mapping_outside_the_checkout_are_refused_unless_given_as_flag
     one_error_line(capsys, f"{key} '../secret.yaml' leads outside the checkout")
 
 
+def test_the_verify_run_cache_is_never_a_folder_the_checkout_can_ship(tmp_path, monkeypatch):
+    # Before: `verify` and `report --verify` read .brax-diff-cache/verify in the directory run in,
+    # so a checkout that ships one had its planted results read back as trainings.
+    import os
+
+    from brax_diff.cli.verify import default_run_cache
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".brax-diff-cache" / "verify").mkdir(parents=True)
+    assert default_run_cache() == Path(os.environ["BRAX_DIFF_CACHE_DIR"]) / "verify"
+    monkeypatch.delenv("BRAX_DIFF_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path.parent / "xdg"))
+    assert default_run_cache() == tmp_path.parent / "xdg" / "brax-diff" / "verify"
+
+
 # -- stderr and GitHub workflow commands -----------------------------------------------------
 
 HOSTILE_KEY = "clip\n::error::pwned\r::warning file=x::y"

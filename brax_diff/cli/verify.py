@@ -51,7 +51,8 @@ def register(app) -> None:
                    "(what `ray start --head` prints), or auto; default: Ray on this machine.")
     command.option("throughput", "--throughput", type=path_type, help="Measured throughput (TOML from "
                    "benchmarks/bench_trainers.py) for the time estimate.")
-    command.option("cache", "--cache", type=path_type, help="Run cache (default .brax-diff-cache/verify).")
+    command.option("cache", "--cache", type=path_type,
+                   help="Run cache (default verify/ in $BRAX_DIFF_CACHE_DIR, else ~/.cache/brax-diff).")
     command.option("output", "--output", type=path_type, metavar="DIR", help="verify.json and plots/ go here.")
     command.option("fmt", "--format", help="text or json.")
     command.option("brax_json", "--brax-json", type=path_type, help="A saved brax Extraction instead of the repo.")
@@ -162,13 +163,22 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         _echo(cost.render(), err=True)
         for warning in plan.warnings:
             _echo(f"warning: {warning}", err=True)
-    result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
+    result = run_plan(plan, cache or default_run_cache(), progress=not quiet, output_dir=output,
                       retry_failed=retry_failed, jobs=jobs, executor=executor, address=address)
     if fmt == "json":
         print_json(result.to_json())
     else:
         _echo(render(result), nl=False)
         _echo(f"results: {output / 'verify.json'}")
+
+
+def default_run_cache() -> Path:
+    """The run cache without --cache: beside the fact cache. Not ``.brax-diff-cache/`` in the
+    directory run in: a checkout that ships one would have its doctored results read back as
+    trainings."""
+    from ..extract.factcache import cache_root
+
+    return cache_root() / "verify"
 
 
 def _echo(text: str, err: bool = False, nl: bool = True) -> None:
