@@ -86,3 +86,13 @@ def test_extract_slm_names_the_unloadable_file_in_one_error_line(tmp_path, capsy
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith(f"error: {fx.SPEC_PATH}: SLM-Lab cannot load this file (yaml.safe_load fails at line ")
+
+
+def test_a_spec_of_more_values_than_the_limit_stops_while_composing():
+    # Issue 35 item 6: a 52 MiB spec (under the 64 MiB file cap) composed for 435 s to a
+    # MemoryError; composing now stops at the 200,000th value (about ten seconds of PyYAML).
+    from brax_diff.safety.limits import LimitExceeded
+
+    text = "v:\n  agent:\n" + "".join(f"    k{i}: {i}\n" for i in range(150_000))
+    with pytest.raises(LimitExceeded, match=r"^big.yaml: line 100000: more than 200000 values \(limit\)$"):
+        SpecFile(text, "big.yaml")
