@@ -255,3 +255,17 @@ def test_upstream_strings_in_the_results_markdown_form_no_link_or_html():
     html = rendered_html(render_results_markdown(model))
     assert "<script" not in html and "javascript:" not in "".join(
         part.split('"', 1)[0] for part in html.split('href="')[1:])
+
+
+def test_the_step_summary_forms_no_link_or_html_from_upstream_keys_and_values():
+    from brax_diff.report.review import Move, markdown_summary
+
+    moves = [Move("value", "dm_control", f"k`{LINK}", f"[e]({LINK[3:]}", (("SLM-Lab", 1, f"{HTML}`{LINK}"),),
+                  was="MINOR", now="CRITICAL"),
+             Move("finding", "dm_control", "dead_branch", "dm_control", now="WARNING",
+                  note=f"finding new: {HTML} [x]({LINK[3:]}")]
+    html = rendered_html(markdown_summary(moves))
+    assert "<script" not in html and "javascript:" not in "".join(
+        part.split('"', 1)[0] for part in html.split('href="')[1:])
+    rows = html.split("<tbody>")[1].split("<tr>")[1:]
+    assert [row.count("<td") for row in rows] == [6, 6]  # no cell split by an upstream "|"
