@@ -269,3 +269,14 @@ def test_the_step_summary_forms_no_link_or_html_from_upstream_keys_and_values():
         part.split('"', 1)[0] for part in html.split('href="')[1:])
     rows = html.split("<tbody>")[1].split("<tr>")[1:]
     assert [row.count("<td") for row in rows] == [6, 6]  # no cell split by an upstream "|"
+
+
+def test_the_history_markdown_forms_no_link_or_html_from_upstream_keys_values_and_paths():
+    from brax_diff.facts.model import Fact, Provenance
+    from brax_diff.history.walk import Change, _change_line
+
+    where = Provenance("https://github.com/kengz/SLM-Lab", "a" * 40, "spec) [x](javascript:alert(3).yaml", 3)
+    line = _change_line(Change(f"k`{LINK}", "changed", Fact("k", 1, (where,)), Fact("k", f"{HTML}`{LINK}", (where,))))
+    html = rendered_html(line)
+    assert "<script" not in html and "javascript:" not in "".join(
+        part.split('"', 1)[0] for part in html.split('href="')[1:])
