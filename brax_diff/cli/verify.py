@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 from .parser import integer, path as path_type
 
 TYPE_CHECKING = False  # typing is not imported for this
@@ -127,7 +128,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
         brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets,
-                                           warn=lambda line: _echo(f"warning: {line}", err=True))
+                                           warn=lambda line: _echo(f"warning: {one_line(line)}", err=True))
         if all_fixes == "spec":
             fixed = written_variants(settings, envs, variant=variant, sets=spec_sets, keys=key_list)
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
@@ -145,7 +146,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         plan.reference_trainer = compare(installed_trainer(), ref)
         line = notice(plan.reference_trainer)
         if line:
-            _echo(f"warning: {line}", err=True)
+            _echo(f"warning: {one_line(line)}", err=True)
     cost = estimate(plan, measured, jobs, device="gpu" if preset == "gpu" else None)
     if plan_only:
         if fmt == "json":
@@ -162,7 +163,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     if not quiet:
         _echo(cost.render(), err=True)
         for warning in plan.warnings:
-            _echo(f"warning: {warning}", err=True)
+            _echo(f"warning: {one_line(warning)}", err=True)
     result = run_plan(plan, cache or default_run_cache(), progress=not quiet, output_dir=output,
                       retry_failed=retry_failed, jobs=jobs, executor=executor, address=address)
     if fmt == "json":
