@@ -108,10 +108,10 @@ def test_workflow_steps_check_upload_pr_and_fail():
     assert workflow()["permissions"] == {"contents": "write", "pull-requests": "write"}
 
 
-def test_workflow_cache_path_is_where_brax_diff_caches():
+def test_workflow_cache_path_is_where_brax_diff_caches_outside_the_checkout():
+    # Issue 35: in the workspace, a commit that ships .brax-diff-cache/ planted trusted facts.
     env = workflow()["jobs"]["report"]["env"]
-    assert env["BRAX_DIFF_CACHE_DIR"].endswith("/.brax-diff-cache")
-    assert steps()[2]["with"]["path"] == ".brax-diff-cache"
+    assert env["BRAX_DIFF_CACHE_DIR"] == "${{ runner.temp }}/brax-diff-cache" == steps()[2]["with"]["path"]
 
 
 # -- the pre-commit hook -----------------------------------------------------------------------------
