@@ -193,7 +193,7 @@ def test_fact_cache_entries_of_the_wrong_structure_are_misses(workspace, capsys)
     first = snapshot_files(reports)
     entries = [p for p in Path(os.environ["BRAX_DIFF_CACHE_DIR"]).rglob("*.json") if p.name != "pathsets.json"]
     assert entries
-    from brax_diff.extract.factcache import sealed
+    from brax_diff.safety.io import sealed
 
     for index, entry in enumerate(entries):  # keep the reads (so the lookup hits), break the rest
         data = json.loads(entry.read_text())["data"]  # resealed below: the structure checks still run

@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping
 from ..errors import BraxDiffError
 from ..facts.model import dumps
 from ..safety.escape import one_line
-from ..safety.io import read_json, write_atomic
+from ..safety.io import read_json, sealed, unsealed, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
@@ -97,24 +97,6 @@ class CachedResult:
                 and (error is None or isinstance(error, str))):
             return None
         return cls(reads=reads, commits=data["commits"], repos=data["repos"], extraction=extraction, error=error)
-
-
-def sealed(data: Any) -> str:
-    """``data`` as a cache file: ``{"data", "sha256"}``, the digest of ``dumps(data)``. A cache
-    file is read back as facts and links: damage that leaves valid JSON (a flipped digit in a
-    commit sha or a value) must be a miss, not a wrong value."""
-    return dumps({"data": data, "sha256": hashlib.sha256(dumps(data).encode()).hexdigest()})
-
-
-def unsealed(found: Any) -> Any:
-    """What :func:`sealed` wrote; None when ``found`` is not a sealed entry or its digest differs."""
-    if not (isinstance(found, dict) and set(found) == {"data", "sha256"} and isinstance(found["sha256"], str)):
-        return None
-    try:
-        text = dumps(found["data"])
-    except (TypeError, ValueError):
-        return None
-    return found["data"] if hashlib.sha256(text.encode()).hexdigest() == found["sha256"] else None
 
 
 class FactCache:

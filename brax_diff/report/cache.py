@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BraxDiffError
-from ..extract.factcache import sealed, unsealed
+from ..safety.io import sealed, unsealed
 from ..safety.io import read_bytes, read_text, write_atomic
 
-LAYOUT_VERSION = "v2"  # v2: sealed entries (factcache.sealed)
+LAYOUT_VERSION = "v2"  # v2: sealed entries (safety.io.sealed)
 _PACKAGE = Path(__file__).resolve().parent.parent  # brax_diff/
 
 

@@ -15,11 +15,11 @@ from typing import Iterable, Mapping
 from ..errors import BraxDiffError
 from ..facts.model import Provenance
 from ..safety.io import read_json, write_atomic
-from ..extract.factcache import sealed, unsealed
+from ..safety.io import sealed, unsealed
 from .repository import Snapshot, run_git
 
 # Bump when what is stored changes: old files are then never read.
-LINKS_LAYOUT = "v2"  # v2: sealed entries (factcache.sealed)
+LINKS_LAYOUT = "v2"  # v2: sealed entries (safety.io.sealed)
 
 
 def _provenance(value) -> Iterable[dict]:
