@@ -107,13 +107,14 @@ def test_the_verify_run_cache_is_never_a_folder_the_checkout_can_ship(tmp_path, 
 
 # -- stderr and GitHub workflow commands -----------------------------------------------------
 
-HOSTILE_KEY = "clip\n::error::pwned\r::warning file=x::y"
+HOSTILE_KEY = "clip\n::error::pwned\r::warning file=x::y ##[error]legacy"
 
 
 def no_workflow_command(text: str) -> None:
-    """What GitHub's runner does: every line that starts with '::' after blanks is a command."""
+    """What GitHub's runner does: a line that starts with '::' after blanks is a command, and so
+    is one holding the legacy '##[command]' form anywhere (ActionCommand.TryParse)."""
     for line in text.splitlines():
-        assert not line.strip().startswith("::"), line
+        assert not line.strip().startswith("::") and "##[" not in line, line
 
 
 def test_an_upstream_key_with_a_newline_is_one_line_on_stderr_not_a_workflow_command(capsys):
@@ -130,11 +131,11 @@ def test_an_upstream_key_with_a_newline_is_one_line_on_stderr_not_a_workflow_com
     err = capsys.readouterr().err
     no_workflow_command(err)
     assert err.splitlines() == [
-        "warning: spec key clip%0A::error::pwned%0D::warning file=x::y is not read",
+        "warning: spec key clip%0A::error::pwned%0D::warning file=x::y #%23[error]legacy is not read",
         "%3A:error::env (f): SLM-Lab variant v; SLM-Lab master aaaaaaa",
-        "  CRITICAL 1: clip%0A::error::pwned%0D::warning file=x::y",
+        "  CRITICAL 1: clip%0A::error::pwned%0D::warning file=x::y #%23[error]legacy",
         "  IMPORTANT 0", "  MINOR 0", "  match 0",
-        "ERROR SLM-Lab cannot_train: spec key clip%0A::error::pwned%0D::warning file=x::y"]
+        "ERROR SLM-Lab cannot_train: spec key clip%0A::error::pwned%0D::warning file=x::y #%23[error]legacy"]
 
 
 def test_an_error_quoting_upstream_text_is_one_line(workspace, capsys, monkeypatch):
@@ -148,7 +149,7 @@ def test_an_error_quoting_upstream_text_is_one_line(workspace, capsys, monkeypat
     monkeypatch.setattr(report_cli, "load_extractors", lambda: (Refusing, Refusing))
     assert run(workspace, "--family", "dm_control") == 2
     # BraxDiffError already folds its message to one line; the guard is that it stays so.
-    err = one_error_line(capsys, "spec key clip ::error::pwned ::warning file=x::y: not a number")
+    err = one_error_line(capsys, "spec key clip ::error::pwned ::warning file=x::y #%23[error]legacy: not a number")
     no_workflow_command(err)
 
 

@@ -3,8 +3,9 @@ and properties of a workflow command, and Markdown that forms no link, HTML or c
 
 Upstream strings (spec keys, environment and variant names, values, finding messages quoting
 them) are chosen by whoever writes the repository; in CI, the runner reads every stdout/stderr
-line that starts with ``::`` (after blanks) as a workflow command, and a report's Markdown is
-rendered where links and HTML act. Today's upstream names need none of these escapes.
+line that starts with ``::`` (after blanks), or holds ``##[`` anywhere, as a workflow command,
+and a report's Markdown is rendered where links and HTML act. Today's upstream names need none
+of these escapes.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ def _percent(match: re.Match) -> str:
 
 def one_line(text: str) -> str:
     """``text`` as one line that is no workflow command: CR and LF as GitHub writes them (%0D,
-    %0A), other control characters alike, and a leading ``::`` as ``%3A:``. A plain line is
-    never unescaped by the runner, so ``%`` stays as it is (a message with "50%" reads as one)."""
-    out = _CONTROL.sub(_percent, str(text))
+    %0A), other control characters alike, a leading ``::`` as ``%3A:``, and ``##[`` anywhere as
+    ``#%23[`` (the runner still reads the legacy ``##[command]`` form wherever it is in a line).
+    A plain line is never unescaped by the runner, so ``%`` stays as it is (a message with "50%"
+    reads as one)."""
+    out = _CONTROL.sub(_percent, str(text)).replace("##[", "#%23[")
     stripped = out.lstrip()
     if stripped.startswith("::"):
         out = out[:len(out) - len(stripped)] + "%3A" + stripped[1:]
