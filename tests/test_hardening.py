@@ -590,3 +590,23 @@ def test_a_damaged_spec_is_one_error_line(tmp_path, capsys):
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: ") and f"git object {spec} is missing from" in err[0]
     assert err[0].endswith("the repository is damaged (try `git fsck`)")
+
+
+def test_verify_plan_runs_without_the_verify_extra(tmp_path):
+    # Issue 35 listed `verify --plan` without the extra as a traceback; it already plans (this
+    # guards it without a fresh virtualenv): numpy, torch, jax, brax and mujoco made unimportable.
+    from test_verify_plan import write_pair
+
+    args = write_pair(tmp_path)
+    code = ("import sys\n"
+            "for name in ('numpy', 'torch', 'jax', 'jaxlib', 'flax', 'brax', 'mujoco', 'mujoco_playground', 'scipy',"
+            " 'matplotlib', 'ml_collections'):\n"
+            "    sys.modules[name] = None\n"
+            f"sys.path.insert(0, {str(ROOT)!r})\n"
+            "from brax_diff.cli import main\n"
+            "sys.exit(main(['verify', '--plan', *sys.argv[1:]]))\n")
+    done = subprocess.run([sys.executable, "-c", code, *args, "--seeds", "2"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("verify plan: 16 runs = 1 env(s) x 2 seed(s)")
+    assert "power: not simulated (the simulation needs numpy" in done.stdout
