@@ -281,3 +281,19 @@ def test_the_history_markdown_forms_no_link_or_html_from_upstream_keys_values_an
     html = rendered_html(line)
     assert "<script" not in html and "javascript:" not in "".join(
         part.split('"', 1)[0] for part in html.split('href="')[1:])
+
+
+def test_extract_output_on_stdout_is_no_workflow_command_and_no_rich_markup(capsys):
+    from brax_diff.cli.common import print_extractions, print_verdicts
+    from brax_diff.facts.model import Extraction, Fact, Finding
+
+    print_verdicts([("::error::variant", False, "spec key ##[error]x\nnext"), ("ppo", True, None)], "master")
+    x = Extraction("slm", {}, {"variant": "v"})
+    x.facts["clip_epsilon"] = Fact("clip_epsilon", "[bold]0.2[/bold]\n::error::y ##[warning]z")
+    x.findings.append(Finding("cannot_train", "ERROR", "key [red]a[/red]\n::error::f", (), None))
+    print_extractions([x], "table")
+    out = capsys.readouterr().out
+    no_workflow_command(out)
+    assert "%3A:error::variant: fails: spec key #%23[error]x%0Anext" in out
+    assert "[bold]0.2[/bold]%0A::error::y #%23[warning]z" in out  # shown as written, not styled
+    assert "cannot_train: key [red]a[/red]%0A::error::f" in out
