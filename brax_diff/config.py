@@ -174,10 +174,17 @@ def _anchored(values: Any, root: Path) -> Any:
     return out
 
 
+def outside_checkout(path: str, root: str | Path) -> str | None:
+    """The checkout (the work tree holding ``root``, else ``root``) when ``path``, symbolic links
+    resolved, leads outside it; None when it stays inside."""
+    checkout = os.path.realpath(work_tree_top(Path(root)) or root)
+    where = Path(os.path.realpath(os.path.join(root, os.path.expanduser(path))))
+    return None if where == Path(checkout) or Path(checkout) in where.parents else checkout
+
+
 def _trusted(values: dict[str, Any], root: Path, origin: str, flags: dict[str, Any]) -> None:
     """Refuse what a checkout's settings file may not decide (NOT_FROM_FILES, CONFINED), unless
     the same setting is given as a flag (which wins anyway)."""
-    checkout = work_tree_top(root) or root
     anchored = _anchored(values, root)
     for raw_key, value in values.items():
         key = raw_key.replace("-", "_")
@@ -189,9 +196,8 @@ def _trusted(values: dict[str, Any], root: Path, origin: str, flags: dict[str, A
                               "BRAX_DIFF_CACHE_DIR (or pass --cache-dir) instead")
         if key in CONFINED and isinstance(value, str):
             # realpath: a symlink inside the checkout that leads out counts as out.
-            where = Path(os.path.realpath(os.path.expanduser(anchored[raw_key])))
-            inside = os.path.realpath(checkout)
-            if where != Path(inside) and Path(inside) not in where.parents:
+            inside = outside_checkout(anchored[raw_key], root)
+            if inside is not None:
                 elsewhere = "" if key == "reports_dir" else f"; pass --{key} for one elsewhere"
                 raise ConfigError(f"{origin}: {raw_key} {value!r} leads outside the checkout ({inside}): a "
                                   f"settings file only names files inside it{elsewhere}")

@@ -297,3 +297,16 @@ def test_extract_output_on_stdout_is_no_workflow_command_and_no_rich_markup(caps
     assert "%3A:error::variant: fails: spec key #%23[error]x%0Anext" in out
     assert "[bold]0.2[/bold]%0A::error::y #%23[warning]z" in out  # shown as written, not styled
     assert "cannot_train: key [red]a[/red]%0A::error::f" in out
+
+
+def test_a_reports_folder_the_checkout_ships_as_a_symlink_out_is_not_written_through(workspace, capsys, tmp_path):
+    # No settings file: the default reports/ is the checkout's, and a symlink there sent the
+    # reports wherever it pointed.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (workspace["work"] / "reports").symlink_to(outside)
+    assert run(workspace, "--family", "dm_control") == 2
+    one_error_line(capsys, "reports leads outside the checkout", "through a symbolic link; pass --output DIR")
+    assert list(outside.iterdir()) == []
+    assert run(workspace, "--family", "dm_control", "--output", str(outside)) == 0  # named on purpose
+    assert sorted(p.name for p in outside.iterdir()) == ["dm_control.json", "dm_control.md"]

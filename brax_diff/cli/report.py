@@ -107,6 +107,15 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
                              mapping=mapping, rsl_rl_ref=rsl_rl, rsl_rl_repo=rsl_rl_repo)
+    if not check and (output is None or verify):
+        from ..config import outside_checkout
+
+        # The default reports/ is the checkout's: a symbolic link it ships there must not
+        # send the reports (and verify's runs) elsewhere; --output names a place on purpose.
+        checkout = outside_checkout(settings.reports_dir, settings.root)
+        if checkout is not None:
+            raise BraxDiffError(f"{settings.reports_dir} leads outside the checkout ({checkout}) through a "
+                                "symbolic link; pass --output DIR to write the reports there")
     table = rule_table(settings.rules)
     extractor_classes = load_extractors()
     set_values = parse_sets(sets)
