@@ -310,3 +310,14 @@ def test_a_reports_folder_the_checkout_ships_as_a_symlink_out_is_not_written_thr
     assert list(outside.iterdir()) == []
     assert run(workspace, "--family", "dm_control", "--output", str(outside)) == 0  # named on purpose
     assert sorted(p.name for p in outside.iterdir()) == ["dm_control.json", "dm_control.md"]
+
+
+def test_json_on_stdout_carries_no_legacy_workflow_command_and_reads_back_the_same(capsys):
+    import json
+
+    from brax_diff.cli.common import print_json
+
+    print_json({"spec": {"x##[error]pwned": "##[stop-commands]t"}})
+    out = capsys.readouterr().out
+    no_workflow_command(out)
+    assert json.loads(out) == {"spec": {"x##[error]pwned": "##[stop-commands]t"}}

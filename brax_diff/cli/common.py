@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import BraxDiffError
 from ..facts.model import Extraction, dumps, format_value
 from ..facts.vocabulary import KEYS, TOPICS
-from ..safety.escape import one_line
+from ..safety.escape import json_for_a_log, one_line
 
 FORMATS = ("table", "json")
 
@@ -87,7 +87,7 @@ def print_verdicts(verdicts: list[tuple[str, bool, str | None]], ref: str) -> No
 
 
 def print_json(data) -> None:
-    sys.stdout.write(dumps(data))
+    sys.stdout.write(json_for_a_log(dumps(data)))
 
 
 def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:

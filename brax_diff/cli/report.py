@@ -70,6 +70,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    rsl_rl_repo: str | None = None) -> None:
     """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
+    from ..safety.escape import json_for_a_log
     from ..safety.io import interrupted_writes, write_all, write_atomic
     from ..session import head_warnings, open_snapshots
     from ..facts.scope import FORMATS
@@ -171,8 +172,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     else:
         by_directory: dict[Path, dict[Path, str]] = {}
         for path, text in rendered:
-            if path is None:
-                sys.stdout.write(text)
+            if path is None:  # --output -: one format, named by --format
+                sys.stdout.write(json_for_a_log(text) if fmt == "json" else text)
             else:
                 by_directory.setdefault(path.parent, {})[path] = text
         for files in by_directory.values():

@@ -35,6 +35,13 @@ def one_line(text: str) -> str:
     return out
 
 
+def json_for_a_log(text: str) -> str:
+    """JSON text printed where a CI runner reads it: ``##[`` (which can only be inside a JSON
+    string) as ``\\u0023#[``, the same string to any JSON reader, no legacy workflow command to
+    the runner. No JSON line starts with ``::``."""
+    return text.replace("##[", "\\u0023#[")
+
+
 def command_data(text: str) -> str:
     """A workflow command's message, as GitHub escapes it: the runner unescapes %25, %0D, %0A."""
     return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
