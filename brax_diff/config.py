@@ -70,6 +70,11 @@ INTERNAL = {"root"}
 # in a settings file start at the root. `spec` is a path inside the SLM-Lab repository.
 PATH_SETTINGS = ("brax_repo", "playground_repo", "slm_repo", "rsl_rl_repo", "rules", "mapping", "cache_dir",
                  "reports_dir")
+# A settings file comes with the checkout brax-diff runs in, and a checkout is not trusted: it
+# cannot choose the fact cache (trusted data: a planted one prints a doctored value with genuine
+# links), and the files it names for writing or reading stay inside it. A flag lifts both.
+NOT_FROM_FILES = ("cache_dir",)
+CONFINED = ("reports_dir", "rules", "mapping")
 
 
 def unknown_key_message(raw_key: str, known: list[str]) -> str:
@@ -169,6 +174,35 @@ def _anchored(values: Any, root: Path) -> Any:
     return out
 
 
+def outside_checkout(path: str, root: str | Path) -> str | None:
+    """The checkout (the work tree holding ``root``, else ``root``) when ``path``, symbolic links
+    resolved, leads outside it; None when it stays inside."""
+    checkout = os.path.realpath(work_tree_top(Path(root)) or root)
+    where = Path(os.path.realpath(os.path.join(root, os.path.expanduser(path))))
+    return None if where == Path(checkout) or Path(checkout) in where.parents else checkout
+
+
+def _trusted(values: dict[str, Any], root: Path, origin: str, flags: dict[str, Any]) -> None:
+    """Refuse what a checkout's settings file may not decide (NOT_FROM_FILES, CONFINED), unless
+    the same setting is given as a flag (which wins anyway)."""
+    anchored = _anchored(values, root)
+    for raw_key, value in values.items():
+        key = raw_key.replace("-", "_")
+        if value is None or flags.get(key) is not None:
+            continue
+        if key in NOT_FROM_FILES:
+            raise ConfigError(f"{origin}: {raw_key} cannot be set in a settings file: the cache holds facts "
+                              "brax-diff trusts, and a checkout could ship a doctored one; set "
+                              "BRAX_DIFF_CACHE_DIR (or pass --cache-dir) instead")
+        if key in CONFINED and isinstance(value, str):
+            # realpath: a symlink inside the checkout that leads out counts as out.
+            inside = outside_checkout(anchored[raw_key], root)
+            if inside is not None:
+                elsewhere = "" if key == "reports_dir" else f"; pass --{key} for one elsewhere"
+                raise ConfigError(f"{origin}: {raw_key} {value!r} leads outside the checkout ({inside}): a "
+                                  f"settings file only names files inside it{elsewhere}")
+
+
 def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
     """Settings for a run in ``directory`` (default: cwd); ``flags`` set to None are ignored.
 
@@ -182,10 +216,12 @@ def load_settings(directory: Path | None = None, **flags: Any) -> Settings:
         reports_dir=str(root / Settings.reports_dir), root=str(root))
     for origin, provider in PROVIDERS:
         values = provider(root)
+        where = _where(origin, root, directory)
         if not isinstance(values, dict):
-            raise ConfigError(f"{_where(origin, root, directory)}: expected a table of settings")
-        settings = settings.merged(values if root == directory else _anchored(values, root),
-                                   _where(origin, root, directory))
+            raise ConfigError(f"{where}: expected a table of settings")
+        settings = settings.merged(values if root == directory else _anchored(values, root), where)
+        # Checked after merged: an unknown key or a non-string is named as such first.
+        _trusted(values, root, where, flags)
     settings = settings.merged({k: v for k, v in flags.items() if v is not None}, "command line")
     if settings.slm_repo is None:
         checkout = slm_checkout(directory)

@@ -100,6 +100,10 @@ TEMPLATE_CASES = {
     "{{ [1, 2] | tojson(indent=10**9) }}": "tojson(indent=...) over 16 (limit)",
     "{{ ([[0]*99999]*100000) | sum(start=[]) | length }}": "sum would give more than 10000 characters (limit)",
     "{{ ('9'*4000) | int }}": "int: an integer of 4000 digits; the limit is 100",
+    # Issue 35: 10^10 values behind 100,000 references; json.dumps wrote them out before the
+    # output check.
+    "{{ ([[0]*99999]*100000) | tojson }}": "tojson would give more than 10000 characters (limit)",
+    "{{ ([[[0]*99]*99]*99) | tojson(indent=16) }}": "tojson would give more than 10000 characters (limit)",
 }
 
 

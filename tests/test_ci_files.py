@@ -108,10 +108,10 @@ def test_workflow_steps_check_upload_pr_and_fail():
     assert workflow()["permissions"] == {"contents": "write", "pull-requests": "write"}
 
 
-def test_workflow_cache_path_is_where_brax_diff_caches():
+def test_workflow_cache_path_is_where_brax_diff_caches_outside_the_checkout():
+    # Issue 35: in the workspace, a commit that ships .brax-diff-cache/ planted trusted facts.
     env = workflow()["jobs"]["report"]["env"]
-    assert env["BRAX_DIFF_CACHE_DIR"].endswith("/.brax-diff-cache")
-    assert steps()[2]["with"]["path"] == ".brax-diff-cache"
+    assert env["BRAX_DIFF_CACHE_DIR"] == "${{ runner.temp }}/brax-diff-cache" == steps()[2]["with"]["path"]
 
 
 # -- the pre-commit hook -----------------------------------------------------------------------------
@@ -207,7 +207,8 @@ def slm_checkout(tmp_path):
         brax_files, playground_files, slm_files = {"README.md": "b\n"}, {"README.md": "p\n"}, {SPEC_PATH: "x: 1\n"}
     make_repo(brax, [brax_files], origin="https://github.com/google/brax.git")
     make_repo(playground, [playground_files], origin="https://github.com/google-deepmind/mujoco_playground.git")
-    config = (f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\ncache-dir = "{tmp_path / "cache"}"\n'
+    # The cache is BRAX_DIFF_CACHE_DIR below: a checkout's settings file cannot choose it.
+    config = (f'brax-repo = "{brax}"\nplayground-repo = "{playground}"\n'
               'mapping = "brax-diff-mapping.yaml"\n')
     make_repo(slm, [{**slm_files, "brax-diff.toml": config, "brax-diff-mapping.yaml": FIXTURE_MAPPING}],
               origin="https://github.com/kengz/SLM-Lab.git")

@@ -55,11 +55,11 @@ def test_settings_are_read_at_the_project_root_and_its_relative_paths_start_ther
     (project / "slm_lab" / "spec").mkdir(parents=True)
     (project / "brax-diff.toml").write_text(
         'brax-repo = "../brax"\nplayground_repo = "https://github.com/x/playground"\nrules = "r.yaml"\n'
-        'mapping = "conf/m.yaml"\ncache-dir = ".cache"\nspec = "slm_lab/spec/p.yaml"\n')
+        'mapping = "conf/m.yaml"\nspec = "slm_lab/spec/p.yaml"\n')
     below = load_settings(project / "slm_lab" / "spec")
-    assert (below.brax_repo, below.playground_repo, below.rules, below.mapping, below.cache_dir) == (
+    assert (below.brax_repo, below.playground_repo, below.rules, below.mapping) == (
         str(tmp_path / "brax"), "https://github.com/x/playground", str(project / "r.yaml"),
-        str(project / "conf" / "m.yaml"), str(project / ".cache"))
+        str(project / "conf" / "m.yaml"))
     assert below.spec == "slm_lab/spec/p.yaml"  # a path inside the SLM-Lab repository, not here
     assert (below.reports_dir, below.root) == (str(project / "reports"), str(project))
     assert (below.slm_repo, below.slm_ref) == (str(project), "HEAD")  # this SLM-Lab checkout, from below its top

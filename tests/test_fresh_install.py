@@ -57,9 +57,11 @@ def test_readme_setup_runs_as_written_in_a_fresh_venv(tmp_path):
 
     paths = make_upstreams(tmp_path / "upstream")
     checkout = copy_checkout(tmp_path / "brax-diff")
+    # A settings file names files inside its checkout only: the mapping is copied in.
+    shutil.copyfile(paths["slm"] / MAPPING_FILE, checkout / MAPPING_FILE)
     (checkout / "brax-diff.toml").write_text(
         f'brax-repo = "file://{paths["brax"]}"\nplayground-repo = "file://{paths["playground"]}"\n'
-        f'slm-repo = "file://{paths["slm"]}"\nmapping = "{paths["slm"] / MAPPING_FILE}"\n', encoding="utf-8")
+        f'slm-repo = "file://{paths["slm"]}"\nmapping = "{MAPPING_FILE}"\n', encoding="utf-8")
     venv_dir = tmp_path / "venv"
     venv.create(venv_dir, with_pip=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

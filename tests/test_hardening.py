@@ -193,11 +193,13 @@ def test_fact_cache_entries_of_the_wrong_structure_are_misses(workspace, capsys)
     first = snapshot_files(reports)
     entries = [p for p in Path(os.environ["BRAX_DIFF_CACHE_DIR"]).rglob("*.json") if p.name != "pathsets.json"]
     assert entries
+    from brax_diff.safety.io import sealed
+
     for index, entry in enumerate(entries):  # keep the reads (so the lookup hits), break the rest
-        data = json.loads(entry.read_text())
+        data = json.loads(entry.read_text())["data"]  # resealed below: the structure checks still run
         broken = [{**data, "extraction": {"facts": 5}}, {**data, "commits": [1]}, {**data, "extraction": []},
                   {**data, "extraction": {"side": "brax", "facts": {"k": {"provenance": [{"line": "x"}]}}}}]
-        entry.write_text(json.dumps(broken[index % len(broken)]))
+        entry.write_text(sealed(broken[index % len(broken)]))
     entries[0].write_text("[" * 10000)
     assert run(workspace, "--family", "dm_control") == 0
     assert snapshot_files(reports) == first
@@ -588,3 +590,23 @@ def test_a_damaged_spec_is_one_error_line(tmp_path, capsys):
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: ") and f"git object {spec} is missing from" in err[0]
     assert err[0].endswith("the repository is damaged (try `git fsck`)")
+
+
+def test_verify_plan_runs_without_the_verify_extra(tmp_path):
+    # Issue 35 listed `verify --plan` without the extra as a traceback; it already plans (this
+    # guards it without a fresh virtualenv): numpy, torch, jax, brax and mujoco made unimportable.
+    from test_verify_plan import write_pair
+
+    args = write_pair(tmp_path)
+    code = ("import sys\n"
+            "for name in ('numpy', 'torch', 'jax', 'jaxlib', 'flax', 'brax', 'mujoco', 'mujoco_playground', 'scipy',"
+            " 'matplotlib', 'ml_collections'):\n"
+            "    sys.modules[name] = None\n"
+            f"sys.path.insert(0, {str(ROOT)!r})\n"
+            "from brax_diff.cli import main\n"
+            "sys.exit(main(['verify', '--plan', *sys.argv[1:]]))\n")
+    done = subprocess.run([sys.executable, "-c", code, *args, "--seeds", "2"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.startswith("verify plan: 16 runs = 1 env(s) x 2 seed(s)")
+    assert "power: not simulated (the simulation needs numpy" in done.stdout

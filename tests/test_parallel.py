@@ -99,7 +99,7 @@ def test_one_extractor_missing_runs_its_first_call_here_and_shares_the_rest(upst
     cache = tmp_path / "cache"
     report(upstreams, tmp_path, "slm-cached", processes=1, cache=cache)
     for entry in (cache / "facts").rglob("*.json"):  # forget Brax's extractions only
-        stored = json.loads(entry.read_text())
+        stored = json.loads(entry.read_text()).get("data")  # sealed: {"data", "sha256"}
         if isinstance(stored, dict) and (stored.get("extraction") or {}).get("side") == "brax":
             entry.unlink()
     serial, _, _ = report(upstreams, tmp_path, "one", processes=1)
@@ -117,7 +117,7 @@ def test_after_a_split_a_warm_run_extracts_nothing_and_reads_no_tree(upstreams, 
     assert warm == cold and warm_calls == []
     # The child's commit answers were merged by the parent: the SLM-Lab commit's file knows
     # every path the variants read, so a warm run looks them up without reading a tree.
-    commits = [json.loads(p.read_text()) for p in (cache / "facts" / "v2" / "commits").glob("*.json")]
+    commits = [json.loads(p.read_text())["data"] for p in (cache / "facts" / "v3" / "commits").glob("*.json")]
     slm_answers = [c["ids"] for c in commits if any(path.endswith(".yaml") for path in c["ids"])]
     assert slm_answers and all(len(ids) > 3 for ids in slm_answers)
 
@@ -189,7 +189,7 @@ def test_one_process_runs_nothing(tmp_path, monkeypatch):
 def test_a_cache_the_child_cannot_write_is_one_warning(upstreams, tmp_path):
     cache = tmp_path / "cache"
     (cache / "facts").mkdir(parents=True)
-    (cache / "facts" / "v2").write_text("a file where the cache's directory goes: nothing can be written under it")
+    (cache / "facts" / "v3").write_text("a file where the cache's directory goes: nothing can be written under it")
     serial, _, _ = report(upstreams, tmp_path, "one", processes=1)
     files, _, stderr = report(upstreams, tmp_path, "two", processes=2, cache=cache)
     assert files == serial

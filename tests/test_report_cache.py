@@ -79,7 +79,7 @@ def test_a_damaged_entry_is_a_miss(run, tmp_path):
         path.write_text('{"key": "x", "md": 1}')
     assert run("again") == first
     (entry,) = kept(tmp_path)
-    assert json.loads(entry.read_text())["md"] == first["dm_control.md"]  # rewritten whole
+    assert json.loads(entry.read_text())["data"]["md"] == first["dm_control.md"]  # rewritten whole
 
 
 def test_a_work_tree_report_is_never_kept(upstreams, tmp_path, monkeypatch):

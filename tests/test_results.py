@@ -152,3 +152,43 @@ def test_a_hostile_results_yaml_is_one_error_line(tmp_path, text, limit):
     path.write_text(text, encoding="utf-8")
     with pytest.raises(BraxDiffError, match=limit):
         load(str(path), None)
+
+
+# -- issue 35: results of more than one algorithm or spelling ---------------------------------
+
+@pytest.mark.parametrize("text", [
+    "Env, Score ,Target,Algorithm\nCartpoleBalance,500,900,SAC\nCartpoleBalance,800,900,PPO\n",
+    "env,score,target,ALGORITHM\nCartpoleBalance,500,900,sac\nCartpoleBalance,800,900,ppo\n",
+], ids=["spreadsheet-header", "upper-case-column"])
+def test_a_csv_algorithm_column_is_read_whatever_its_case(text):
+    # Before: "Algorithm" was never read, the SAC row (first) was joined as the PPO score.
+    rows, skipped = read_table(text, "scores.csv")
+    assert (rows["CartpoleBalance"].score, rows["CartpoleBalance"].target) == (800.0, 900.0)
+    assert [s.why.lower() for s in skipped] == ["row 1: algorithm sac: brax-diff compares ppo"]
+
+
+def test_a_yaml_row_list_reads_its_algorithm_key_whatever_its_case():
+    rows, skipped = read_table("- {env: CartpoleBalance, score: 500, Algorithm: SAC}\n"
+                               "- {env: CartpoleBalance, Score: 800}\n", "scores.yaml")
+    assert rows["CartpoleBalance"].score == 800.0
+    assert [s.why for s in skipped] == ["row 1: algorithm SAC: brax-diff compares PPO"]
+
+
+def test_a_yaml_mapping_that_names_an_environment_twice_is_refused():
+    # YAML keeps the last of two equal keys: the PPO score was lost without a word.
+    with pytest.raises(BraxDiffError, match=r"^--results scores.yaml: CartpoleBalance is given twice \(lines 1 and 2\) "
+                                            r"and YAML keeps only the last"):
+        read_table("CartpoleBalance: {score: 800}\nCartpoleBalance: {score: 500, algorithm: SAC}\n", "scores.yaml")
+
+
+def test_an_escaped_pipe_is_inside_its_cell_and_a_capitalised_prefix_is_read():
+    table = ("| ENV | Algorithm | MA | SPEC_NAME |\n|---|---|---|---|\n"
+             "| playground/CartpoleBalance | PPO | 800 | ppo\\|x |\n"
+             "| Playground/CartpoleBalance | PPO | 3 | s |\n"
+             "| playground/cartpolebalance | SAC | 5 | s |\n")
+    rows, skipped = read_benchmarks(table)
+    assert (rows["CartpoleBalance"].score, rows["CartpoleBalance"].variant) == (800.0, "ppo|x")
+    # The second spelling is named, not dropped: before, "Playground/" rows vanished.
+    assert [(s.env, s.line, s.why) for s in skipped] == [
+        ("CartpoleBalance", 4, "a second PPO row for CartpoleBalance: the first, line 3, is joined"),
+        ("cartpolebalance", 5, "algorithm SAC: brax-diff compares PPO")]

@@ -14,6 +14,7 @@ import sys
 
 from .. import __version__
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 from . import extract, fix, history, report, verify
 from .parser import CommandParser, HelpExit
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         namespace = build_parser().parse_args(argv)
     except BraxDiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:  # --help, --version, a bare group's help
         return int(exc.code or 0)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: interrupted ({signal.Signals(exc.signum).name})", file=sys.stderr)
         return 128 + exc.signum
     except BraxDiffError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:
         return int(exc.code or 0)
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except OSError as exc:  # the machine refused: a full disk or stdout, no file descriptors, cwd deleted
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        print(f"error: {one_line(exc.strerror or exc)}{one_line(where)}", file=sys.stderr)
         _quiet_stdout()
         return 2
     return result if isinstance(result, int) else 0

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..errors import BraxDiffError
 from ..facts.model import Extraction, dumps, format_value
 from ..facts.vocabulary import KEYS, TOPICS
+from ..safety.escape import json_for_a_log, one_line
 
 FORMATS = ("table", "json")
 
@@ -80,13 +81,13 @@ def fail_strict(extractions: Iterable[Extraction], errors: bool = False) -> None
 def print_verdicts(verdicts: list[tuple[str, bool, str | None]], ref: str) -> None:
     """One line per variant: whether it can train at the ref, and if not why."""
     console = stdout_console()
-    console.print(f"Can each variant train at {ref}?", markup=False)
-    for name, ok, why in verdicts:
-        console.print(f"{name}: trains" if ok else f"{name}: fails: {why}", markup=False)
+    console.print(one_line(f"Can each variant train at {ref}?"), markup=False)
+    for name, ok, why in verdicts:  # upstream names and messages: one line each, no workflow command
+        console.print(one_line(f"{name}: trains" if ok else f"{name}: fails: {why}"), markup=False)
 
 
 def print_json(data) -> None:
-    sys.stdout.write(dumps(data))
+    sys.stdout.write(json_for_a_log(dumps(data)))
 
 
 def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
@@ -95,6 +96,7 @@ def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
         payload = [e.to_json() for e in extractions]
         print_json(payload[0] if len(payload) == 1 else payload)
         return
+    from rich.markup import escape
     from rich.table import Table
 
     console = stdout_console()
@@ -102,7 +104,8 @@ def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
     for extraction in extractions:
         scope = ", ".join(f"{k}={v}" for k, v in sorted(extraction.scope.items()) if v is not None) or "defaults"
         sources = "; ".join(f"{name} {src.commit[:12]} ({src.date})" for name, src in sorted(extraction.sources.items()))
-        table = Table(title=f"{extraction.side}: {scope}", caption=sources, title_justify="left")
+        table = Table(title=escape(one_line(f"{extraction.side}: {scope}")), caption=escape(one_line(sources)),
+                      title_justify="left")
         table.add_column("key")
         table.add_column("value")
         table.add_column("from")
@@ -115,9 +118,9 @@ def print_extractions(extractions: Iterable[Extraction], fmt: str) -> None:
             value = "unknown" if fact.is_unknown else format_value(fact.value)
             if fact.declared is not None and fact.declared != fact.value:
                 value += f" (declared {format_value(fact.declared)})"
-            table.add_row(key, value, where)
+            table.add_row(*(escape(one_line(cell)) for cell in (key, value, where)))
         console.print(table)
         for finding in sorted(extraction.findings, key=lambda f: f.sort_key()):
             where = ", ".join(f"{p.path}:{p.line}" for p in finding.provenance)
-            console.print(f"[bold]{finding.severity}[/bold] {finding.kind}: {finding.message}"
-                          + (f" ({where})" if where else ""))
+            text = f"{finding.kind}: {finding.message}" + (f" ({where})" if where else "")
+            console.print(f"[bold]{finding.severity}[/bold] {escape(one_line(text))}")  # upstream text, not markup

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 from .common import StrictFailure
 
 
@@ -56,7 +57,7 @@ def extract_brax(*, brax_repo: str | None = None, brax_ref: str | None = None, p
         extraction.sources = {side: snapshots[side].info() for side in extraction.sources}
     print_extractions(extractions, fmt)
     for line in head_warnings(snapshots):
-        print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: {one_line(line)}", file=sys.stderr)
     missing = sorted({f.message for e in extractions for f in e.findings if f.kind == "pattern_not_found"})
     if strict and missing:
         raise StrictFailure(f"--strict: {len(missing)} code pattern(s) not found; first: {missing[0]}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 
 
 def register(app) -> None:
@@ -51,6 +52,6 @@ def extract_rsl_rl(*, rsl_rl_repo: str | None = None, rsl_rl_ref: str | None = N
         extraction.sources = {side: snapshots[side].info() for side in extraction.sources}
     print_extractions(extractions, fmt)
     for line in head_warnings(snapshots):
-        print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: {one_line(line)}", file=sys.stderr)
     if strict:
         fail_strict(extractions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 
 
 def register(app) -> None:
@@ -80,7 +81,7 @@ def extract_slm(*, slm_repo: str | None = None, slm_ref: str | None = None, spec
     if fmt == "table":
         print_verdicts([(e.scope["variant"], *trains(e)) for e in extractions], snapshot.ref)
     for line in head_warnings(snapshots):
-        print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: {one_line(line)}", file=sys.stderr)
     if strict:
         fail_strict(extractions, errors=True)
 

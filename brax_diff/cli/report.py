@@ -70,6 +70,7 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
                    rsl_rl_repo: str | None = None) -> None:
     """Compare Brax and SLM-Lab (or RSL-RL: --against rsl-rl) at the given refs and write the Markdown and JSON reports."""
     from ..config import load_settings
+    from ..safety.escape import json_for_a_log
     from ..safety.io import interrupted_writes, write_all, write_atomic
     from ..session import head_warnings, open_snapshots
     from ..facts.scope import FORMATS
@@ -107,6 +108,15 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     settings = load_settings(brax_ref=brax, playground_ref=playground, slm_ref=slm, brax_repo=brax_repo,
                              playground_repo=playground_repo, slm_repo=slm_repo, spec=spec, rules=rules,
                              mapping=mapping, rsl_rl_ref=rsl_rl, rsl_rl_repo=rsl_rl_repo)
+    if not check and (output is None or verify):
+        from ..config import outside_checkout
+
+        # The default reports/ is the checkout's: a symbolic link it ships there must not
+        # send the reports (and verify's runs) elsewhere; --output names a place on purpose.
+        checkout = outside_checkout(settings.reports_dir, settings.root)
+        if checkout is not None:
+            raise BraxDiffError(f"{settings.reports_dir} leads outside the checkout ({checkout}) through a "
+                                "symbolic link; pass --output DIR to write the reports there")
     table = rule_table(settings.rules)
     extractor_classes = load_extractors()
     set_values = parse_sets(sets)
@@ -162,8 +172,8 @@ def report_command(*, brax: str | None = None, playground: str | None = None, sl
     else:
         by_directory: dict[Path, dict[Path, str]] = {}
         for path, text in rendered:
-            if path is None:
-                sys.stdout.write(text)
+            if path is None:  # --output -: one format, named by --format
+                sys.stdout.write(json_for_a_log(text) if fmt == "json" else text)
             else:
                 by_directory.setdefault(path.parent, {})[path] = text
         for files in by_directory.values():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..compare.severity import SEVERITIES
+from ..safety.escape import one_line
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -64,6 +65,9 @@ class Story:
         return cls(Console(stderr=True, soft_wrap=True, highlight=False), quiet=quiet)
 
     def _escaped(self, text: str) -> str:
+        # Upstream text (keys, names, messages) is in these lines: one_line keeps each one line
+        # that a CI runner does not read as a workflow command.
+        text = one_line(text)
         return text if self._plain else escape(text)
 
     def line(self, text: str) -> None:
@@ -89,7 +93,7 @@ class Story:
     def step(self, text: str) -> None:
         """What the run is doing now (shown only on a terminal)."""
         if self._progress is not None:
-            self._progress.update(self._task, description=escape(text))
+            self._progress.update(self._task, description=escape(one_line(text)))
 
     def say(self, text: str) -> None:
         """A line that is part of the normal output (files written, up to date): not with quiet."""
@@ -110,15 +114,15 @@ class Story:
             return
         if model.get("kind") == "results":
             for line in results_lines(model):
-                self.console.print(self._escaped(line) if not self._plain else line)
+                self.console.print(self._escaped(line))
             return
         if self._plain:
             for line in [*summary_lines(model), *(f"ERROR {f}" for f in error_findings(model))]:
-                self.console.print(line)
+                self.console.print(one_line(line))
             return
         self.console.print(summary_table(model))
         for finding in error_findings(model):
-            self.console.print(f"[bold red]ERROR[/] {escape(finding)}")
+            self.console.print(f"[bold red]ERROR[/] {escape(one_line(finding))}")
 
 
 def scope_title(model: dict) -> str:
@@ -139,13 +143,14 @@ def keys_by_severity(model: dict) -> list[tuple[str, list[str]]]:
 def summary_table(model: dict) -> "Table":
     from rich.table import Table
 
-    table = Table(title=escape(scope_title(model)), title_justify="left", show_edge=False)
+    table = Table(title=escape(one_line(scope_title(model))), title_justify="left", show_edge=False)
     table.add_column("Severity")
     table.add_column("Differences", justify="right")
     table.add_column("Keys")
     for severity, keys in keys_by_severity(model):
         style = SEVERITY_STYLES.get(severity, "")
-        table.add_row(f"[{style}]{severity}[/]" if style else severity, str(len(keys)), ", ".join(keys))
+        table.add_row(f"[{style}]{severity}[/]" if style else severity, str(len(keys)),
+                      escape(one_line(", ".join(keys))))
     table.add_row("match", str(model["summary"]["match"]), "")
     return table
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 from .parser import integer, path as path_type
 
 TYPE_CHECKING = False  # typing is not imported for this
@@ -51,7 +52,8 @@ def register(app) -> None:
                    "(what `ray start --head` prints), or auto; default: Ray on this machine.")
     command.option("throughput", "--throughput", type=path_type, help="Measured throughput (TOML from "
                    "benchmarks/bench_trainers.py) for the time estimate.")
-    command.option("cache", "--cache", type=path_type, help="Run cache (default .brax-diff-cache/verify).")
+    command.option("cache", "--cache", type=path_type,
+                   help="Run cache (default verify/ in $BRAX_DIFF_CACHE_DIR, else ~/.cache/brax-diff).")
     command.option("output", "--output", type=path_type, metavar="DIR", help="verify.json and plots/ go here.")
     command.option("fmt", "--format", help="text or json.")
     command.option("brax_json", "--brax-json", type=path_type, help="A saved brax Extraction instead of the repo.")
@@ -126,7 +128,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         settings = load_settings(brax_repo=brax_repo, brax_ref=brax_ref, playground_repo=playground_repo,
                                  playground_ref=playground_ref, slm_repo=slm_repo, slm_ref=slm_ref, spec=spec)
         brax, slm = extractions_from_repos(settings, envs, variant=variant, sets=spec_sets,
-                                           warn=lambda line: _echo(f"warning: {line}", err=True))
+                                           warn=lambda line: _echo(f"warning: {one_line(line)}", err=True))
         if all_fixes == "spec":
             fixed = written_variants(settings, envs, variant=variant, sets=spec_sets, keys=key_list)
     plan = build_plan(brax, slm, envs=envs, keys=None if fixed is not None else key_list, fixed=fixed,
@@ -144,7 +146,7 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
         plan.reference_trainer = compare(installed_trainer(), ref)
         line = notice(plan.reference_trainer)
         if line:
-            _echo(f"warning: {line}", err=True)
+            _echo(f"warning: {one_line(line)}", err=True)
     cost = estimate(plan, measured, jobs, device="gpu" if preset == "gpu" else None)
     if plan_only:
         if fmt == "json":
@@ -161,14 +163,23 @@ def verify(*, plan_only: bool = False, preset: str | None = None, env: list[str]
     if not quiet:
         _echo(cost.render(), err=True)
         for warning in plan.warnings:
-            _echo(f"warning: {warning}", err=True)
-    result = run_plan(plan, cache or Path(".brax-diff-cache/verify"), progress=not quiet, output_dir=output,
+            _echo(f"warning: {one_line(warning)}", err=True)
+    result = run_plan(plan, cache or default_run_cache(), progress=not quiet, output_dir=output,
                       retry_failed=retry_failed, jobs=jobs, executor=executor, address=address)
     if fmt == "json":
         print_json(result.to_json())
     else:
         _echo(render(result), nl=False)
         _echo(f"results: {output / 'verify.json'}")
+
+
+def default_run_cache() -> Path:
+    """The run cache without --cache: beside the fact cache. Not ``.brax-diff-cache/`` in the
+    directory run in: a checkout that ships one would have its doctored results read back as
+    trainings."""
+    from ..extract.factcache import cache_root
+
+    return cache_root() / "verify"
 
 
 def _echo(text: str, err: bool = False, nl: bool = True) -> None:

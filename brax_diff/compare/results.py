@@ -134,7 +134,8 @@ def read_benchmarks(text: str) -> tuple[dict[str, Result], tuple[Skipped, ...]]:
         if not line.lstrip().startswith("|"):
             columns, env = None, None
             continue
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        # An escaped "\|" is a pipe inside the cell (GFM), not a column: split around it, then unescape.
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         names = [c.strip("* ").lower() for c in cells]
         if "env" in names and "ma" in names:
             columns = {name: i for i, name in enumerate(names)}
@@ -142,7 +143,7 @@ def read_benchmarks(text: str) -> tuple[dict[str, Result], tuple[Skipped, ...]]:
         if columns is None or not cells:
             continue
         first = cells[columns["env"]] if columns["env"] < len(cells) else ""
-        if first.startswith(ENV_PREFIX):
+        if first.lower().startswith(ENV_PREFIX):  # "Playground/..." too: a row is never dropped unnamed
             env = first[len(ENV_PREFIX):].strip()
         elif first or env is None:
             env = None
@@ -194,12 +195,23 @@ def read_table(text: str, name: str) -> tuple[dict[str, Result], tuple[Skipped, 
     if name.endswith((".yaml", ".yml")):
         import yaml
 
-        from ..safety.limits_yaml import load_yaml
+        from ..safety.limits_yaml import load_yaml_node
 
         try:  # bounded: a results file is user input (nesting, alias expansion)
-            data = load_yaml(text, f"--results {name}")
+            data, node = load_yaml_node(text, f"--results {name}")
         except yaml.YAMLError as exc:
             raise BraxDiffError(f"--results {name}: not YAML ({str(exc).splitlines()[0]})") from None
+        if isinstance(data, dict) and isinstance(node, yaml.MappingNode):
+            # YAML keeps the last of two equal keys: a PPO and a SAC entry for one env would lose
+            # one silently, so two entries are refused (a list of rows can say which is which).
+            seen: dict[str, int] = {}
+            for key_node, _ in node.value:
+                key = str(key_node.value).strip().lower()
+                if key in seen:
+                    raise BraxDiffError(f"--results {name}: {key_node.value} is given twice (lines {seen[key]} and "
+                                        f"{key_node.start_mark.line + 1}) and YAML keeps only the last; write a list "
+                                        "of {env, score, algorithm} rows")
+                seen[key] = key_node.start_mark.line + 1
         if isinstance(data, dict):
             data = [{"env": env, **(value if isinstance(value, dict) else {"score": value})}
                     for env, value in data.items()]
@@ -208,9 +220,13 @@ def read_table(text: str, name: str) -> tuple[dict[str, Result], tuple[Skipped, 
         rows = data
     else:
         reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames or "env" not in reader.fieldnames or "score" not in reader.fieldnames:
+        fields = [str(f).strip().lower() for f in reader.fieldnames or []]
+        if "env" not in fields or "score" not in fields:
             raise BraxDiffError(f"--results {name}: a CSV needs the columns env and score (and target)")
         rows = list(reader)
+    # Column names as a spreadsheet writes them ("Algorithm", " Score"): an unread Algorithm
+    # column let a SAC row be joined as the environment's PPO score.
+    rows = [{str(k).strip().lower(): v for k, v in row.items() if k is not None} for row in rows]
     out: dict[str, Result] = {}
     skipped: list[Skipped] = []
     for index, row in enumerate(rows, start=2):

@@ -12,17 +12,19 @@ the *path sets* earlier extractions read, and tries each one (the blob ids of a 
 at the wanted commits give a key). A hit is sound: the same code reading the same bytes
 reads the same paths and returns the same facts.
 
-Layout under ``<root>/facts/v2/<recipe hash>/``::
+Layout under ``<root>/facts/v3/<recipe hash>/``::
 
     pathsets.json      # [{side: [paths...]}, ...] most recent first
     <reads hash>.json  # {"reads", "commits", "repos", "extraction" | "error"}
 
 and, per commit an extraction read, what that commit's tree gives each path read and the
-commit's date, in ``<root>/facts/v2/commits/<sha>.json`` (``{"date", "ids"}``): both are
+commit's date, in ``<root>/facts/v3/commits/<sha>.json`` (``{"date", "ids"}``): both are
 fixed by the sha, so a rerun at that commit looks its path sets up without reading a tree
 (or importing GitPython).
 
-Every file is written atomically; an unreadable file is a miss, never an error.
+Every file is written atomically and sealed (:func:`sealed`: its JSON with a digest of it); an
+unreadable file, or one whose digest does not match (a flipped bit that is still JSON), is a
+miss, never an error or a wrong value.
 Location: ``Settings.cache_dir``, else $BRAX_DIFF_CACHE_DIR, else $XDG_CACHE_HOME/brax-diff
 (``~/.cache/brax-diff``).
 """
@@ -39,11 +41,12 @@ from typing import Any, Callable, Mapping
 
 from ..errors import BraxDiffError
 from ..facts.model import dumps
-from ..safety.io import read_json, write_atomic
+from ..safety.escape import one_line
+from ..safety.io import read_json, sealed, unsealed, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
-LAYOUT_VERSION = "v2"  # v2: keys hash compact JSON (v1 hashed the indented form)
+LAYOUT_VERSION = "v3"  # v3: sealed entries; v2: keys hash compact JSON (v1 hashed the indented form)
 # Path sets remembered per recipe; a recipe reads a handful of distinct sets over history.
 MAX_PATHSETS = 64
 
@@ -125,7 +128,7 @@ class FactCache:
         if not path.is_file():
             return None
         try:
-            return read_json(path, "fact cache entry")
+            return unsealed(read_json(path, "fact cache entry"))
         except BraxDiffError:  # unreadable, corrupt or past a limit: a miss
             return None
 
@@ -184,11 +187,11 @@ class FactCache:
             self.pending_commits[sha] = {"date": date, "ids": merged}
             return
         try:
-            write_atomic(self._commit_file(sha), dumps({"date": date, "ids": dict(sorted(merged.items()))}),
+            write_atomic(self._commit_file(sha), sealed({"date": date, "ids": dict(sorted(merged.items()))}),
                          durable=False)
         except BraxDiffError as exc:
             self.disabled = True
-            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
+            print(f"warning: fact cache not written ({one_line(exc)}); continuing without it", file=sys.stderr)
 
     def store(self, recipe: str, result: CachedResult) -> None:
         """Keep ``result``. The cache only saves time: a write that fails (a full disk, a
@@ -199,16 +202,16 @@ class FactCache:
         pathset = {side: sorted(paths) for side, paths in sorted(result.reads.items())}
         known = self.pathsets(recipe)
         try:
-            write_atomic(directory / f"{self.reads_key(result.reads)}.json", dumps(result.to_json()),
+            write_atomic(directory / f"{self.reads_key(result.reads)}.json", sealed(result.to_json()),
                          durable=False)
             if pathset in known and known[0] == pathset:
                 return
             updated = [pathset] + [p for p in known if p != pathset]
             self._pathsets[recipe] = updated[:MAX_PATHSETS]
-            write_atomic(directory / "pathsets.json", dumps(self._pathsets[recipe]), durable=False)
+            write_atomic(directory / "pathsets.json", sealed(self._pathsets[recipe]), durable=False)
         except BraxDiffError as exc:
             self.disabled = True
-            print(f"warning: fact cache not written ({exc}); continuing without it", file=sys.stderr)
+            print(f"warning: fact cache not written ({one_line(exc)}); continuing without it", file=sys.stderr)
 
 
 # What the cache keys and reuse depend on, here rather than in history (which `report`,

@@ -52,7 +52,10 @@ class Provenance:
     @property
     def url(self) -> str:
         """A link to the line, e.g. ``https://github.com/google/brax/blob/SHA/PATH#L12``."""
-        return f"{self.repo.rstrip('/')}/blob/{self.commit}/{self.path}#L{self.line}"
+        from urllib.parse import quote
+
+        # The path is the repository's: quoted, a space or ")" in it cannot end the link early.
+        return f"{self.repo.rstrip('/')}/blob/{self.commit}/{quote(self.path, safe='/')}#L{self.line}"
 
     def to_json(self) -> dict:
         out = {"repo": self.repo, "commit": self.commit, "path": self.path, "line": self.line}
@@ -306,5 +309,8 @@ def dumps(data: Any) -> str:
 
 
 def md_cell(text: Any) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell, where upstream text (a key, a value) may sit in
+    brax-diff's own words: one line, ``|`` escaped, no HTML or inline link."""
+    from ..safety.escape import md_prose
+
+    return md_prose(text)

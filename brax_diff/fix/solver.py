@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..compare.pairing import compare, values_equal
 from ..errors import BraxDiffError, FixError, SpecError
 from ..facts.model import Extraction, Fact, Provenance, dumps, format_value, md_cell
+from ..safety.escape import md_code
 from ..compare.rules import Classified, Context, RuleTable, classify, recommended_order, render_alternative, recommended_steps
 from ..sources.repository import Snapshot
 from .specedit import SpecDocument, Write, get_path
@@ -1094,7 +1095,7 @@ def unified_diff(before: str, after: str, path: str) -> str:
 
 
 def _where(items: list[dict]) -> str:
-    return ", ".join(f"{p['path']}:{p['line']}" for p in items) or "—"
+    return md_cell(", ".join(f"{p['path']}:{p['line']}" for p in items)) or "—"  # upstream paths
 
 
 def _sources_line(sources: list[dict]) -> str:
@@ -1128,8 +1129,8 @@ def render_residual(model: dict) -> str:
             where = f"{line['path']}:{line['line']}" if line else "—"
             rule = f"{w['rule']} {w['rule_name']}" + (f" ({w['option']})" if w["option"] else "")
             was = w["was"] if w["was"] == _ABSENT else format_value(w["was"])
-            lines.append(f"| `{w['spec']}` | {md_cell(was)} | `{md_cell(format_value(w['value']))}` | {rule} | "
-                         f"{where} | {', '.join(f'`{k}`' for k in w['matches']) or '—'} |")
+            lines.append(f"| {md_code(w['spec'])} | {md_cell(was)} | {_cell(w['value'])} | {rule} | "
+                         f"{md_cell(where)} | {', '.join(md_code(k) for k in w['matches']) or '—'} |")
         lines.append("")
     else:
         lines += ["Nothing to write: no difference in scope has a fix the spec can express.", ""]
@@ -1142,16 +1143,16 @@ def render_residual(model: dict) -> str:
         lines += [f"### {title} ({len(rows)})", ""]
         if name == "code_change":
             lines += ["| Key | Brax | SLM-Lab | Rule | SLM-Lab code | Why |", "| --- | --- | --- | --- | --- | --- |"]
-            lines += [f"| `{r['key']}` | {_cell(r['brax'])} | {_cell(r['slm'])} | {r['rule'] or '—'} | "
+            lines += [f"| {md_code(r['key'])} | {_cell(r['brax'])} | {_cell(r['slm'])} | {r['rule'] or '—'} | "
                       f"{_where(r['where'])} | {md_cell(r['why'])} |" for r in rows]
         elif name == "introduced":
             lines += ["| Key | Brax | SLM-Lab before → after | By | Why |", "| --- | --- | --- | --- | --- |"]
-            lines += [f"| `{r['key']}` | {_cell(r['brax'])} | {_cell(r['slm_before'])} → {_cell(r['slm'])} | "
-                      f"{', '.join(f'`{s}`' for s in r['by']) or 'the written keys, through ' + _where(r['where'])} | "
+            lines += [f"| {md_code(r['key'])} | {_cell(r['brax'])} | {_cell(r['slm_before'])} → {_cell(r['slm'])} | "
+                      f"{', '.join(md_code(s) for s in r['by']) or 'the written keys, through ' + _where(r['where'])} | "
                       f"{md_cell(r['why'])} |" for r in rows]
         else:
             lines += ["| Key | Brax | SLM-Lab | Why |", "| --- | --- | --- | --- |"]
-            lines += [f"| `{r['key']}` | {_cell(r['brax'])} | {_cell(r['slm'])} | {md_cell(r['why'])} |"
+            lines += [f"| {md_code(r['key'])} | {_cell(r['brax'])} | {_cell(r['slm'])} | {md_cell(r['why'])} |"
                       for r in rows]
         lines.append("")
     if model["findings_added"]:
@@ -1165,7 +1166,7 @@ def render_residual(model: dict) -> str:
 
 
 def _cell(value: Any) -> str:
-    return f"`{md_cell(format_value(value))}`"
+    return md_code(format_value(value))
 
 
 def render_explain(model: dict) -> str:

@@ -36,6 +36,7 @@ from ..facts.model import Extraction, Fact, SourceInfo, dumps
 from ..extract.factcache import CachedResult, FactCache, rebase_provenance, shipped_version  # noqa: F401 (re-exported)
 from ..sources.repository import ObjectIds, Repository, Snapshot, open_all, run_git  # noqa: F401 (ObjectIds: re-exported)
 from ..sources.worktree import resolve_ref
+from ..safety.escape import md_code, md_prose, one_line
 
 ExtractFn = Callable[[Mapping[str, Snapshot]], Extraction]
 SHALLOW_NOTE = ("this clone is shallow and its history stops at this commit: these facts did not appear here, "
@@ -519,7 +520,7 @@ class HistoryEngine:
         parsed, lines = run_shares(shares, self.cache, self.repos.values())
         self.parsed += sum(n for n in parsed if isinstance(n, int))
         for line in lines:  # a child's warnings (a cache it could not write)
-            print(line, file=sys.stderr)
+            print(one_line(line), file=sys.stderr)
 
     @staticmethod
     def _entry(recipe: Recipe, commit: CommitInfo, old: Outcome, new: Outcome) -> list[Entry]:
@@ -532,7 +533,7 @@ class HistoryEngine:
 
 
 def _value(value: Any) -> str:
-    return "`" + (value if isinstance(value, str) else json.dumps(value, sort_keys=True)) + "`"
+    return md_code(value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
 def _links(fact: Fact, label: str) -> str:
@@ -546,12 +547,12 @@ def _links(fact: Fact, label: str) -> str:
 def _change_line(change: Change) -> str:
     if change.kind == "appeared":
         links = _links(change.new, "source")
-        return f"- `{change.key}` appeared: {_value(change.new.value)}" + (f" ({links})" if links else "")
+        return f"- {md_code(change.key)} appeared: {_value(change.new.value)}" + (f" ({links})" if links else "")
     if change.kind == "disappeared":
         links = _links(change.old, "was")
-        return f"- `{change.key}` disappeared (was {_value(change.old.value)})" + (f" ({links})" if links else "")
+        return f"- {md_code(change.key)} disappeared (was {_value(change.old.value)})" + (f" ({links})" if links else "")
     links = ", ".join(x for x in (_links(change.old, "old"), _links(change.new, "new")) if x)
-    return f"- `{change.key}`: {_value(change.old.value)} → {_value(change.new.value)}" + (f" ({links})" if links else "")
+    return f"- {md_code(change.key)}: {_value(change.old.value)} → {_value(change.new.value)}" + (f" ({links})" if links else "")
 
 
 def render_markdown(history: History) -> str:
@@ -571,7 +572,8 @@ def render_markdown(history: History) -> str:
             lines += ["No fact changed in this range.", ""]
         multi = len(walk.scopes) > 1
         for commit, entries in walk.grouped():
-            lines.append(f"### {commit.date[:10]} [`{commit.sha[:12]}`]({commit.url}) {commit.subject}")
+            # The subject is the repository's: no HTML or link of its own.
+            lines.append(f"### {commit.date[:10]} [`{commit.sha[:12]}`]({commit.url}) {md_prose(commit.subject)}")
             lines.append("")
             for entry in entries:
                 if multi:

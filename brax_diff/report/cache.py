@@ -18,7 +18,7 @@ A scope's report files are a pure function of
 :func:`report_key` is the digest of all of them. A report reading a work tree is never kept
 (its bytes are not a commit's), nor one whose extractions the fact cache could not all
 answer (the run that extracts them stores the report for the next). Entries live under
-``<fact cache root>/reports/v1/``; an unreadable entry is a miss, a write that fails only
+``<fact cache root>/reports/v2/``; an unreadable entry is a miss, a write that fails only
 slower.
 """
 
@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BraxDiffError
+from ..safety.io import sealed, unsealed
 from ..safety.io import read_bytes, read_text, write_atomic
 
-LAYOUT_VERSION = "v1"
+LAYOUT_VERSION = "v2"  # v2: sealed entries (safety.io.sealed)
 _PACKAGE = Path(__file__).resolve().parent.parent  # brax_diff/
 
 
@@ -122,8 +123,8 @@ class ReportCache:
         if not path.is_file():
             return None
         try:
-            entry = json.loads(read_text(path, "report cache entry"))
-        except (BraxDiffError, ValueError):
+            entry = unsealed(json.loads(read_text(path, "report cache entry")))
+        except (BraxDiffError, ValueError, RecursionError):
             return None
         if not (isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("md"), str)
                 and isinstance(entry.get("json"), str)):
@@ -133,7 +134,7 @@ class ReportCache:
     def put(self, key: str, markdown: str, json_text: str) -> None:
         if self.disabled:
             return
-        entry = json.dumps({"key": key, "md": markdown, "json": json_text}, ensure_ascii=False)
+        entry = sealed({"key": key, "md": markdown, "json": json_text})
         try:
             write_atomic(self._path(key), entry, durable=False)
         except BraxDiffError:

@@ -29,6 +29,7 @@ from ..compare.pairing import compare, key_order, values_equal
 from ..compare.results import incomparable_reasons
 from ..errors import BraxDiffError, ConfigError
 from ..facts.model import Extraction, Provenance, dumps, format_value, md_cell
+from ..safety.escape import md_code, md_text
 from ..sources.permalinks import permalink
 from .verification import verification_entries  # noqa: F401  (re-exported for the CLI)
 from ..safety.io import read_json
@@ -63,20 +64,23 @@ _LINK_REF = re.compile(r"\]\[([^\]\n]+#L\d+)\]")
 
 
 def link_id(p: Provenance) -> str:
-    return f"{short_repo(p.repo)}/{p.path}#L{p.line}"
+    # A reference label holds no "[", "]", "\\" or line break: an upstream path with one would
+    # end the label early or start a link definition of its own.
+    path = re.sub(r"[\[\]\\<>\s]", lambda c: f"%{ord(c.group()):02X}", p.path)
+    return f"{short_repo(p.repo)}/{path}#L{p.line}"
 
 
 def line_link(p: Provenance | dict, label: str | None = None) -> str:
     """``[L36][id]``; a line read from an uncommitted work-tree file is not linked."""
     p = Provenance.from_json(p) if isinstance(p, dict) else p
-    label = label or f"L{p.line}"
+    label = md_text(label or f"L{p.line}")  # a label may be the repository's path
     return f"{label} (uncommitted)" if p.uncommitted else f"[{label}][{link_id(p)}]"
 
 
 def linked(value: Any, provenance: list[dict] | None) -> str:
     """`` `16` · [L36][…] · [L41][…] ``: the value, then a link to each line it comes from
     (the first MAX_LINKS; the JSON lists them all)."""
-    text = f"`{md_cell(format_value(value))}`"
+    text = md_code(format_value(value))
     prov = [Provenance.from_json(p) for p in provenance or []]
     out = " · ".join([text, *(line_link(p) for p in prov[:MAX_LINKS])])
     if len(prov) > MAX_LINKS:
@@ -115,10 +119,10 @@ def fact_cell(fact: dict | None, side: str = "other") -> str:
         return "**unknown**"
     out = linked(fact["value"], fact.get("provenance"))
     if side == "brax" and "declared" in fact and not values_equal(fact["declared"], fact["value"]):
-        return out + f" (requested `{md_cell(format_value(fact['declared']))}`)"
+        return out + f" (requested {md_code(format_value(fact['declared']))})"
     if "declared" in fact and not values_equal(fact["declared"], fact["value"]):
         # The spec asks for another value than the code runs: an IMPORTANT finding names the override.
-        out += f" (declared `{md_cell(format_value(fact['declared']))}`; 🟠 **IMPORTANT**: the code overrides it)"
+        out += f" (declared {md_code(format_value(fact['declared']))}; 🟠 **IMPORTANT**: the code overrides it)"
     return out
 
 
@@ -133,7 +137,8 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(templates_dir())), undefined=StrictUndefined,
                       autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                       bytecode_cache=private_bytecode_cache("report", __file__))
-    env.filters.update(value=format_value, cell=md_cell, fact=fact_cell, repo=short_repo,
+    # Upstream text: `code` for a code span, `text` for a name in prose, `cell` for a message.
+    env.filters.update(value=format_value, cell=md_cell, code=md_code, text=md_text, fact=fact_cell, repo=short_repo,
                        tojson=lambda v: json.dumps(v, sort_keys=True), line_link=line_link)
     env.globals.update(topics=TOPICS, severities=SEVERITIES, risk_levels=RISK_LEVELS, keys=KEYS, linked=linked,
                        per_environment=sorted(PER_ENVIRONMENT))

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..compare.pairing import values_equal
-from ..facts.model import Provenance, format_value
+from ..facts.model import Provenance, format_value, md_cell
+from ..safety.escape import md_code, md_text  # rows are found as the report escapes them
 
 SIDES = (("brax", "Brax"), ("slm", "SLM-Lab"))
 FINDINGS, MATRIX = "## Findings", "## Per-environment matrix"  # the report's section headings
@@ -128,7 +129,7 @@ def _difference_moves(old: dict, new: dict, report: str) -> list[Move]:
             known = all((d or {}).get(side) is not None for d in (was, now) for side, _ in SIDES)
             sides = tuple((title, _value(was[side]), _value(now[side])) for side, title in SIDES) if known else ()
             out.append(Move("value", report, key, _scope_name(new), tuple(values), sides, _state(was), _state(now),
-                            tuple(links), rows=((None, f"| `{key}` "),)))  # "|" or the keys folded in it
+                            tuple(links), rows=((None, f"| {md_code(key)} "),)))  # "|" or the keys folded in it
     return out
 
 
@@ -168,11 +169,11 @@ def _matrix_moves(old: dict, new: dict, report: str) -> list[Move]:
     shown = old.get("matrix") or {}
     out = []
     for (key, values, sides, (was, now)), envs in groups.items():
-        rows = [(None, f"| `{key}` |")]  # the key's own row, when the matrix of the report on disk lacks it
+        rows = [(None, f"| {md_code(key)} |")]  # the key's own row, when the matrix of the report on disk lacks it
         if key in shown.get("columns", []):
-            rows.insert(0, (MATRIX_TABLE, f"| {envs[0]} |"))
+            rows.insert(0, (MATRIX_TABLE, f"| {md_text(envs[0])} |"))
         elif key in {u["key"] for u in shown.get("uniform", [])}:
-            rows.insert(0, (MATRIX, f"| `{key}` |"))
+            rows.insert(0, (MATRIX, f"| {md_code(key)} |"))
         out.append(Move("matrix", report, key, f"{family} / {', '.join(envs)}", _from_key(values), _from_key(sides),
                         was, now, rows=tuple(rows)))
     return out
@@ -254,12 +255,7 @@ def annotated_text(path: Path | None, regenerated: str) -> str:
     return regenerated
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+from ..safety.escape import command_data as _escape_data, command_property as _escape_property
 
 
 def github_annotations(found: Iterable[Move]) -> str:
@@ -274,7 +270,8 @@ def github_annotations(found: Iterable[Move]) -> str:
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    # The report's own cell escaping: a finding's row is found in the Markdown by this text.
+    return md_cell(text)
 
 
 def markdown_summary(found: list[Move], sources: Iterable[dict] = (), *, stale: int = 0) -> str:
@@ -289,9 +286,10 @@ def markdown_summary(found: list[Move], sources: Iterable[dict] = (), *, stale: 
         return "\n".join(lines) + "\n"
     lines += ["| Report | Key | Scope | Was → now | Classification | Lines |", "| --- | --- | --- | --- | --- | --- |"]
     for move in found:
-        change = move.change(lambda value: f"`{format_value(value)}`") or (move.note or "")
+        # Upstream keys and values: code spans no backtick ends; the rest as table-cell prose.
+        change = move.change(lambda value: md_code(format_value(value))) or _cell(move.note or "")
         links = " · ".join(f"[{label}]({url})" for label, url in move.links) or "—"
-        lines.append(f"| {_cell(move.report)} | `{_cell(move.key)}` | {_cell(move.where)} | {_cell(change)} | "
+        lines.append(f"| {_cell(move.report)} | {md_code(move.key)} | {_cell(move.where)} | {change} | "
                      f"{_cell(move.severity_text)} | {links} |")
     return "\n".join(lines) + "\n"
 

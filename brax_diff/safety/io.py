@@ -4,6 +4,8 @@ half of a write.
 * :func:`read_text` / :func:`read_json`: a missing, unreadable, oversized, non-UTF-8 or
   malformed file is one :class:`BraxDiffError` naming it (and the line, where known).
 * :func:`write_atomic`: one file, via a temporary file renamed over it.
+* :func:`sealed` / :func:`unsealed`: a cache file with a digest of its JSON, so damage that
+  leaves valid JSON is a miss.
 * :func:`write_all`: several files of one directory (a report's Markdown and JSON, every
   family of a run) replaced as one set. They are written to a staging directory beside
   them; a ``COMMIT`` list written there last marks the set complete; then each file is
@@ -17,6 +19,8 @@ half of a write.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import fcntl
 import os
 import shutil
@@ -113,6 +117,28 @@ def read_json(path: str | os.PathLike, what: str, error: type[BraxDiffError] = B
 # --------------------------------------------------------------------------------------
 
 
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
+
+
+def sealed(data: Any) -> str:
+    """``data`` as a cache file: ``{"data", "sha256"}``, the digest of its canonical JSON. A
+    cache file is read back as facts and links: damage that leaves valid JSON (a flipped digit
+    in a commit sha or a value) must be a miss, not a wrong value."""
+    return _canonical({"data": data, "sha256": hashlib.sha256(_canonical(data).encode()).hexdigest()}) + "\n"
+
+
+def unsealed(found: Any) -> Any:
+    """What :func:`sealed` wrote; None when ``found`` is not a sealed entry or its digest differs."""
+    if not (isinstance(found, dict) and set(found) == {"data", "sha256"} and isinstance(found["sha256"], str)):
+        return None
+    try:
+        text = _canonical(found["data"])
+    except (TypeError, ValueError):
+        return None
+    return found["data"] if hashlib.sha256(text.encode()).hexdigest() == found["sha256"] else None
+
+
 def _mode_for(target: Path) -> int:
     """The file's current mode when it exists, else what open() would give: 0666 less the umask."""
     try:
@@ -205,12 +231,20 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, durable: bool = 
         _write_file(tmp, _as_bytes(data), _mode_for(target), durable)
         os.replace(tmp, target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise BraxDiffError(f"cannot write {target}: {_why(exc)}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
     return target
+
+
+def _discard(tmp: Path) -> None:
+    """Remove a temporary file if it is there. On a read-only filesystem even unlinking a file
+    that is not there answers EROFS: that OSError would replace the one being reported (and
+    escape a cache's "continuing without it")."""
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

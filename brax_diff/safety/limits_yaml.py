@@ -25,10 +25,11 @@ class BoundedConstructor(yaml.constructor.SafeConstructor):
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         # PyYAML lets a tagged scalar it cannot convert (`!!int 16.0`, `!!float abc`, an invalid
-        # `!!timestamp`) escape as a bare ValueError; it is malformed YAML like any other.
+        # `!!timestamp`, `!!bool maybe`: a KeyError) escape as a bare exception; it is
+        # malformed YAML like any other.
         try:
             return super().construct_object(node, deep)
-        except (ValueError, OverflowError) as exc:
+        except (ValueError, OverflowError, KeyError) as exc:
             raise yaml.constructor.ConstructorError(None, None, f"{node.tag} {node.value!r}: {exc}",
                                                     node.start_mark) from None
 
@@ -38,7 +39,8 @@ BoundedConstructor.add_constructor("tag:yaml.org,2002:int", BoundedConstructor.c
 
 class _BoundedLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer,
                      BoundedConstructor, yaml.resolver.Resolver):
-    """SafeLoader whose composer refuses nesting deeper than _limits.MAX_NESTING (it recurses per level)."""
+    """SafeLoader whose composer refuses nesting deeper than _limits.MAX_NESTING (it recurses per level)
+    and more than _limits.MAX_VALUES nodes."""
 
     def __init__(self, stream: str, origin: str) -> None:
         yaml.reader.Reader.__init__(self, stream)
@@ -49,14 +51,23 @@ class _BoundedLoader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parse
         yaml.resolver.Resolver.__init__(self)
         self.origin = origin
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent, index):
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > _limits.MAX_NESTING:
                 mark = self.peek_event().start_mark
                 raise LimitExceeded(f"{at_line(self.origin, mark.line + 1)}: nesting deeper than "
                                     f"{_limits.MAX_NESTING} levels (limit)")
+            if self._nodes > _limits.MAX_VALUES:
+                # Each composed node costs PyYAML a few hundred bytes: a 52 MiB spec (under the
+                # file cap) composed for 435 s to a MemoryError. The expansion limit counts at
+                # least as many values, so no file it accepts is refused here.
+                mark = self.peek_event().start_mark
+                raise LimitExceeded(f"{at_line(self.origin, mark.line + 1)}: more than {_limits.MAX_VALUES} "
+                                    "values (limit)")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1

@@ -102,6 +102,31 @@ def _joined_size(separator: Any, items: list) -> int:
     return sum(len(str(item)) for item in items) + len(str(separator)) * max(len(items) - 1, 0)
 
 
+def _json_size_at_least(value: Any, indent: int) -> int:
+    """A lower bound of ``json.dumps(value, indent=indent)``'s length, counted until it passes
+    MAX_OUTPUT: ``[[0] * 99999] * 100000`` is 10^10 values behind 100,000 references, which
+    json.dumps would write out before the output check saw them. Every value adds at least one
+    character, so the walk stops within MAX_OUTPUT values."""
+    size = -1  # the top value has no separator before it
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack and size <= MAX_OUTPUT:
+        item, depth = stack.pop()
+        size += (1 + indent * depth) if indent else 1  # a newline and the indent, or a separator
+        if isinstance(item, dict):
+            size += 1
+            for key, child in item.items():
+                size += len(str(key)) + 3
+                stack.append((child, depth + 1))
+                if size > MAX_OUTPUT:
+                    break
+        elif isinstance(item, (list, tuple)):
+            size += 1
+            stack.extend((child, depth + 1) for child in item[:MAX_OUTPUT])
+        else:
+            size += len(str(item)) if isinstance(item, (str, int, float)) else 4
+    return size
+
+
 def _bounded_filters(filters: dict) -> dict:
     """``join``, ``sum``, ``tojson`` and ``int``, whose output is not bounded by their input
     (a separator repeated per item, lists summed, an indent, a 4,000-digit number): judged
@@ -132,6 +157,7 @@ def _bounded_filters(filters: dict) -> dict:
     def bounded_tojson(eval_ctx: Any, value: Any, indent: Any = None) -> Any:
         if indent is not None and not (isinstance(indent, int) and 0 <= indent <= MAX_INDENT):
             raise TemplateLimit(f"tojson(indent=...) over {MAX_INDENT} (limit)")
+        _refuse_long(_json_size_at_least(value, indent or 0), "tojson")
         return tojson(eval_ctx, value, indent)
 
     def bounded_int(value: Any, default: int = 0, base: int = 10) -> int:

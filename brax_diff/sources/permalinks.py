@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import BraxDiffError
-from ..facts.model import Provenance, dumps
+from ..facts.model import Provenance
 from ..safety.io import read_json, write_atomic
+from ..safety.io import sealed, unsealed
 from .repository import Snapshot, run_git
 
 # Bump when what is stored changes: old files are then never read.
-LINKS_LAYOUT = "v1"
+LINKS_LAYOUT = "v2"  # v2: sealed entries (safety.io.sealed)
 
 
 def _provenance(value) -> Iterable[dict]:
@@ -77,7 +78,7 @@ class LinkCache:
             found = None
             if path.is_file():
                 try:
-                    found = read_json(path, "link cache entry")
+                    found = unsealed(read_json(path, "link cache entry"))
                 except BraxDiffError:
                     found = None
             valid = isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, str) and len(v) in (40, 64)
@@ -87,7 +88,7 @@ class LinkCache:
 
     def store(self, path: Path, answers: dict[str, str]) -> None:
         try:
-            write_atomic(path, dumps(dict(sorted(answers.items()))), durable=False)
+            write_atomic(path, sealed(dict(sorted(answers.items()))), durable=False)
         except BraxDiffError:
             pass
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import git
 
 from ..safety import limits
+from ..safety.escape import one_line
 from ..errors import SourceError
 from ..facts.model import Provenance, SourceInfo
 
@@ -136,7 +137,7 @@ def _locked(lock_path: Path):
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {one_line(message)}", file=sys.stderr)
 
 
 def _locate(path: Path, side: str, location: str) -> tuple[str, bool, str | None]:

@@ -51,5 +51,9 @@ def verify_scope(brax_extractor, slm_extractor, scope: Scope, variant: str | Non
                             table=load_rules(settings.rules))
     plan = build_plan({env: brax_extractor.env(env)}, {env: slm}, envs=[env], fixed={env: fixed}, **options)
     print(estimate(plan, load_throughput()).render(), file=sys.stderr)
-    cache = Path(settings.cache_dir or ".brax-diff-cache") / "verify"
+    from ..extract.factcache import cache_root
+
+    # Beside the fact cache, never in the directory run in: a checkout could ship a run cache
+    # of doctored results there.
+    cache = cache_root(settings.cache_dir) / "verify"
     return run_plan(plan, cache, output_dir=output_dir, jobs=jobs).to_json()

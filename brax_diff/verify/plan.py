@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import BraxDiffError
+from ..safety.escape import one_line
 from ..facts.model import Extraction, dumps
 from ..facts.vocabulary import KEYS, canonical_activation
 from .settings import (BRAX_SEMANTICS, DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS,
@@ -405,7 +406,7 @@ class Plan:
         if power is not None:
             lines.append(_render_power(power))
         for warning in self.warnings:
-            lines.append(f"warning: {warning}")
+            lines.append(f"warning: {one_line(warning)}")  # may quote upstream names
         return "\n".join(lines) + "\n"
 
     def dumps(self) -> str:

@@ -33,6 +33,10 @@ PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 # thousand. A small file whose aliases nest (a "billion laughs" bomb) stops here.
 MAX_EXPANDED_NODES = MAX_VALUES
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+# The collection a collection tag needs; tags safe_load checks in its own way, built whole.
+_COLLECTION_TAGS = {"tag:yaml.org,2002:map": "mapping", "tag:yaml.org,2002:seq": "sequence"}
+_CHECKED_WHOLE = {"tag:yaml.org,2002:set", "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"}
 # Placeholders that name the run's environment or its length: SLM-Lab requires them to run,
 # but only `lr_decay_steps` depends on them (the LR schedule's horizon, which is then
 # unknown), so an unset one is reported, not fatal. Any other unset placeholder is an error.
@@ -211,11 +215,89 @@ class SpecFile:
             raise SpecError(f"{path}: invalid YAML: {exc}") from None
         if self.root is None or not isinstance(self.root, MappingNode):
             raise SpecError(f"{path}: expected a mapping of spec names at the top level")
+        self._loads: bool | None = None  # _load_whole, on the first resolve
         self._top: dict[str, Node] = {}
+        self._not_names: dict[str, Any] = {}  # keys as written that YAML reads as no string (`on:` is True)
+        constructor = BoundedConstructor()
+        constructor.origin = path
         for key_node, value_node in self.root.value:
             if not isinstance(key_node, ScalarNode):
                 raise SpecError(f"{path}: line {key_node.start_mark.line + 1}: spec names must be plain keys")
-            self._top[str(key_node.value)] = value_node
+            # The name SLM-Lab looks up is the key yaml.safe_load builds: `on:` is True and
+            # `null:` None, which no spec name given as text finds.
+            try:
+                key = str(key_node.value) if self.is_json else constructor.construct_object(key_node)
+            except yaml.YAMLError:  # a key safe_load cannot build (`!!int abc:`): the file does not load
+                self._load_whole()
+                raise
+            if isinstance(key, str):
+                self._top[key] = value_node
+            else:
+                self._not_names[str(key_node.value)] = key
+
+    def _load_whole(self) -> None:
+        """SLM-Lab's ``yaml.safe_load`` of the whole file (spec_util.get): a file it cannot
+        load runs no variant, whichever is asked for, so it is refused here even when what
+        fails (an unknown tag, ``!!python/tuple``, ``!!int abc``, an invalid date, a complex
+        key) is in another variant than the one resolved.
+
+        What safe_load checks, on the composed graph, each node once: an alias is the node it
+        names, so a file that expands to millions of values (which PyYAML loads by sharing,
+        and a variant brax-diff does not read need not be built) costs its size, and the
+        graph the variants are built from is not flattened as PyYAML's merge would."""
+        if self.is_json or self._loads:
+            return
+        constructor = BoundedConstructor()
+        constructor.origin = self.path
+        seen: set[int] = set()
+
+        def fail(node: Node, problem: Any) -> None:
+            problem = " ".join(str(problem).split())
+            raise SpecError(f"{self.path}: SLM-Lab cannot load this file (yaml.safe_load fails at line "
+                            f"{node.start_mark.line + 1}: {problem}), so no variant of it runs")
+
+        def build(node: Node, deep: bool = False) -> None:
+            try:
+                constructor.construct_object(node, deep=deep)
+            except yaml.YAMLError as exc:
+                fail(node, getattr(exc, "problem", None) or exc)
+
+        def visit(node: Node) -> None:
+            if id(node) in seen:
+                return
+            seen.add(id(node))
+            if node.tag not in yaml.constructor.SafeConstructor.yaml_constructors:
+                fail(node, f"could not determine a constructor for the tag {node.tag!r}")
+            if isinstance(node, ScalarNode) or node.tag in _CHECKED_WHOLE:
+                build(node, deep=True)  # PyYAML's own conversion (scalars; rare !!set/!!omap/!!pairs)
+                return
+            kind = "sequence" if isinstance(node, SequenceNode) else "mapping"
+            expected = _COLLECTION_TAGS.get(node.tag)
+            if expected != kind:
+                fail(node, f"expected a {expected or 'scalar'} node, but found {kind}")
+            if isinstance(node, SequenceNode):
+                for item in node.value:
+                    visit(item)
+                return
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                    if not isinstance(value_node, (MappingNode, SequenceNode)):
+                        fail(value_node, f"expected a mapping or list of mappings for merging, but found {value_node.id}")
+                    for source in sources:
+                        if not isinstance(source, MappingNode):
+                            fail(source, f"expected a mapping for merging, but found {source.id}")
+                        visit(source)
+                    continue
+                if not isinstance(key_node, ScalarNode):  # a list or a mapping is no dict key
+                    visit(key_node)
+                    fail(key_node, "found unhashable key")
+                if key_node.tag != _VALUE_TAG:  # `=` is read as the text "="
+                    visit(key_node)
+                visit(value_node)
+
+        visit(self.root)
+        self._loads = True
 
     def placeholders(self) -> list[str]:
         """The ``${name}`` names the file as written uses, sorted."""
@@ -256,11 +338,16 @@ class SpecFile:
 
     def resolve(self, name: str) -> ResolvedSpec:
         if name not in self._top or name.startswith("_"):
-            raise SpecError(f"{self.path}: no variant {name!r} (choose from: {', '.join(self.variants())})")
+            read_as = (f"; YAML reads the key {name}: as {self._not_names[name]!r}, which SLM-Lab's lookup by "
+                       "name never finds" if name in self._not_names else "")
+            raise SpecError(f"{self.path}: no variant {name!r}{read_as} (choose from: {', '.join(self.variants())})")
         node = self._top[name]
         if not isinstance(node, MappingNode):
             raise SpecError(f"{self.path}: line {node.start_mark.line + 1}: variant {name} must be a mapping")
         data, lines = _Builder(self.path, self.is_json).build(node)
+        # After the variant (whose own faults keep their precise message), before its
+        # placeholders: SLM-Lab loads the whole file first, then looks for ${var} left.
+        self._load_whole()
         spec = ResolvedSpec(self.path, name, data, lines.flatten())
         self._check_placeholders(spec)
         return spec
