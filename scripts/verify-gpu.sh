@@ -42,7 +42,9 @@ if not torch.cuda.is_available() or jax.default_backend() != "gpu":
 print(f"GPU: {torch.cuda.get_device_name(0)}; jax {jax.__version__}, torch {torch.__version__}")
 PY
 fi
-args=(run --bundle "$bundle" --output "$out" --deadline "$(( ${VERIFY_GPU_DEADLINE:-540} - SECONDS ))")
+# The run cache and XLA's compilation cache stay out of OUTPUT_DIR (what comes back is the results)
+args=(run --bundle "$bundle" --output "$out" --cache "${VERIFY_GPU_CACHE:-${TMPDIR:-/tmp}/brax-diff-gpu-cache}"
+      --deadline "$(( ${VERIFY_GPU_DEADLINE:-540} - SECONDS ))")
 [ -n "${VERIFY_GPU_WINDOW:-}" ] && args+=(--window "$VERIFY_GPU_WINDOW")
 [ "$scale" = tiny ] && args+=(--tiny --budget 1)
 exec python3 -m brax_diff.verify.window "${args[@]}"

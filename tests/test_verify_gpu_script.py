@@ -72,7 +72,8 @@ def test_the_bundle_holds_both_extractions_and_the_written_variant(tmp_path):
 def test_the_gpu_run_measures_fits_trains_and_costs_at_a_tiny_size_on_the_cpu(tmp_path):
     environment = _environment(tmp_path, VERIFY_GPU_WHEELS="0", VERIFY_GPU_ENV="CartpoleBalance",
                                SLM_VARIANT="ppo_fx", VERIFY_GPU_BUNDLE=str(tmp_path / "bundle"),
-                               VERIFY_GPU_SCALE="tiny", VERIFY_GPU_DEADLINE="3000")
+                               VERIFY_GPU_SCALE="tiny", VERIFY_GPU_DEADLINE="3000",
+                               VERIFY_GPU_CACHE=str(tmp_path / "cache"))
     done = _script("verify-gpu-prepare.sh", [str(tmp_path / "bundle")], environment)
     assert done.returncode == 0, done.stderr[-3000:]
     done = _script("verify-gpu.sh", [str(tmp_path / "out")], environment)
@@ -101,3 +102,4 @@ def test_the_gpu_run_measures_fits_trains_and_costs_at_a_tiny_size_on_the_cpu(tm
     assert sorted(run["arm"] for run in result["runs"]) == ["reference", "stand_in"]
     assert all(run["status"] == "ok" for run in result["runs"]), [r["error"] for r in result["runs"]]
     assert result["platform"]["accelerator"] == "none"
+    assert (tmp_path / "cache").is_dir() and not (tmp_path / "out" / "cache").exists()  # results only come back
