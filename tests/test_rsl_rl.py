@@ -127,6 +127,11 @@ def test_a_layout_the_readers_do_not_know_is_unknown_with_a_finding(repos):
 def test_the_families_agree_across_the_package():
     assert Settings().rsl_rl_ref is None  # the release Playground pins, read at its ref
     assert tuple(FAMILIES) == RSL_RL_FAMILIES
+    from brax_diff.extractors.brax.extractor import FAMILIES as BRAX_FAMILIES
+    from brax_diff.extractors.mapping import FAMILIES as MAPPED
+    from brax_diff.facts.scope import PLAYGROUND_FAMILIES
+
+    assert BRAX_FAMILIES == MAPPED == PLAYGROUND_FAMILIES  # the config modules Playground has, everywhere
 
 
 # Shaped like Playground's uv.lock: the package table rsl-rl-lib's pin sits in, among others.

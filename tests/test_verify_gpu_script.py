@@ -68,16 +68,29 @@ def test_the_bundle_holds_both_extractions_and_the_written_variant(tmp_path):
 
 
 @pytest.mark.training
+@pytest.mark.install
 @pytest.mark.skipif(training_stack_missing() is not None, reason="needs the verify extra (torch, jax, brax)")
 def test_the_gpu_run_measures_fits_trains_and_costs_at_a_tiny_size_on_the_cpu(tmp_path):
     environment = _environment(tmp_path, VERIFY_GPU_WHEELS="0", VERIFY_GPU_ENV="CartpoleBalance",
                                SLM_VARIANT="ppo_fx", VERIFY_GPU_BUNDLE=str(tmp_path / "bundle"),
                                VERIFY_GPU_SCALE="tiny", VERIFY_GPU_DEADLINE="3000",
-                               VERIFY_GPU_CACHE=str(tmp_path / "cache"))
+                               VERIFY_GPU_CACHE=str(tmp_path / "cache"),
+                               VERIFY_GPU_SITE=str(tmp_path / "site"))
     done = _script("verify-gpu-prepare.sh", [str(tmp_path / "bundle")], environment)
     assert done.returncode == 0, done.stderr[-3000:]
+    # The wheels path as on the GPU machine: the trainer's pure wheels (this interpreter's versions) in
+    # the bundle, installed by the script into a folder of its own that comes first on the path.
+    import importlib.metadata
+
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in ("brax", "playground")]
+    fetched = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                              "-d", str(tmp_path / "bundle" / "wheels"), *pins], capture_output=True, text=True)
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
     done = _script("verify-gpu.sh", [str(tmp_path / "out")], environment)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "brax" / "training" / "agents" / "ppo" / "train.py").is_file()
+    assert (tmp_path / "site" / "mujoco_playground" / "__init__.py").is_file()
+    assert f'"{tmp_path / "site"}' in done.stdout  # the trainers ran from the carried wheels (below)
     lines = done.stdout.splitlines()
     # the two arms the window trains first, SLM-Lab's baseline after the runs
     assert [line.split(":")[0].split(" in ")[0] for line in lines if line.startswith(("measured ", "ran "))] == [

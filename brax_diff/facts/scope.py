@@ -20,6 +20,9 @@ BRAX_REFERENCES = ("params", "train-script", "train-defaults", "learner")
 # The side Brax is compared with (`report --against`): SLM-Lab, or RSL-RL as Playground runs it.
 AGAINST_CHOICES = ("slm", "rsl-rl")
 RSL_RL = "rsl_rl"
+# Playground's families (one config module each: extractors/playground/params.py FAMILY_PATHS), here
+# where a warm run can read them without importing the extractors.
+PLAYGROUND_FAMILIES = ("dm_control", "locomotion", "manipulation")
 RSL_RL_FAMILIES = ("locomotion", "manipulation")  # the Playground families with an rsl_rl_config
 # What a report names the other side by, and what it reads of it (None: SLM-Lab, as before).
 AGAINST = {RSL_RL: {"side": RSL_RL, "title": "RSL-RL",

@@ -254,6 +254,14 @@ def measure_brax(spec) -> Rate:
     return rate_from_timings(spec.arm, spec.trainer, spec.env, num_envs, update_steps, updates, evals, total)
 
 
+def _package_dir(module: str) -> str | None:
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec(module)
+    return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+
 def _target_budget(brax) -> int:
     value = brax.value("training_env_steps")
     if isinstance(value, Mapping):  # {"effective": N, "declared": M}
@@ -307,6 +315,8 @@ def run(bundle: Path, output: Path, deadline_seconds: float = DEADLINE_SECONDS, 
     target = budget or _target_budget(brax)
     log(f"window: {env} on {device} (physics impl {physics_impl() or 'default'}); Brax's own budget {target:,} env "
         f"steps; deadline {deadline_seconds:.0f} s")
+    # Where the trainers come from (the bundle's wheels or an install): this log only, never window.json.
+    log(f"trainers from: {json.dumps({m: _package_dir(m) for m in ('brax', 'mujoco_playground', 'jax', 'torch')})}")
 
     def plan(arms, seeds, plan_budget, plan_evals):
         return build_plan({env: brax}, {env: slm}, envs=[env], seeds=seeds, budget=plan_budget, evals=plan_evals,
