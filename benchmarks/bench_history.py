@@ -16,6 +16,13 @@ Three parts:
 2. The real `brax-diff history` CLI, cold and warm, when the real extractors are present.
 3. `brax-diff report` against the local clones, cold and warm, when the command exists.
 
+With ``--before OLD_CHECKOUT`` (e.g. ``git archive OLD | tar -x -C DIR``) it runs only the real
+`brax-diff history` scenarios, at OLD and at this checkout in alternating pairs (the order
+swapped each pair, each run cold then warm on its own cache), and prints them side by side:
+CPU (user + sys, children included) and wall, the pairs' ratios, CPU per commit of the range,
+and whether both printed the same JSON. On a machine shared with other work the absolute times
+drift; the ratio of a pair much less.
+
 Only the repositories given are read; nothing upstream is imported or run.
 """
 
@@ -327,6 +334,65 @@ def real_brax_extractor_missing() -> str | None:
     return None if (ROOT / "extractors" / "brax.py").is_file() else "extractors/brax/extractor.py"
 
 
+def timed_cli(args: list[str], env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall, CPU) seconds of one `brax-diff` process; CPU: user + sys, its children included."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    done = subprocess.run([*brax_diff_command(), *args], cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): brax-diff {' '.join(args)}\n{done.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done
+
+
+def compare_checkouts(args, before: Path, pairs: int) -> int:
+    """The real `brax-diff history` scenarios at ``before`` and at this checkout, side by side."""
+    import statistics
+
+    codes = {"before": before.resolve(), "after": ROOT}
+    for code in codes.values():  # bytecode compiled first, as an installed copy has it
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(code / "brax_diff"), str(code / "extractors")],
+                       capture_output=True)
+    repo_flags = ["--brax-repo", args.brax, "--playground-repo", args.playground, "--slm-repo", args.slm]
+
+    def ratio(old: list[float], new: list[float]) -> str:
+        ratios = sorted(o / n for o, n in zip(old, new) if n > 0)
+        return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})" if ratios else ""
+
+    print(f"before: {codes['before']}; after: {ROOT}. {pairs} alternating pairs, medians; ratio: before / after, "
+          f"the median of the pairs' ratios (their range); load average {os.getloadavg()[0]:.2f} at the start.\n")
+    print("| `brax-diff history` | commits | cold CPU before | cold CPU after | ratio | CPU/commit after "
+          "| warm wall before | warm wall after | ratio | same JSON |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for scenario in scenarios():
+        if not scenario.cli or (args.only and scenario.name != args.only):
+            continue
+        flags = ["history", *scenario.cli, *repo_flags, "--format", "json"]
+        cpu: dict[str, list[float]] = {"before": [], "after": []}
+        warm: dict[str, list[float]] = {"before": [], "after": []}
+        outputs: set[str] = set()
+        for number in range(pairs):
+            for which in ("before", "after") if number % 2 == 0 else ("after", "before"):
+                with tempfile.TemporaryDirectory(prefix="bench-history-") as cache:
+                    env = {**os.environ, "PYTHONPATH": str(codes[which]), "BRAX_DIFF_CACHE_DIR": cache}
+                    env.pop("PYTHONDONTWRITEBYTECODE", None)
+                    _, cold_cpu, done = timed_cli(flags, env)
+                    warm_wall, _, again = timed_cli(flags, env)
+                cpu[which].append(cold_cpu)
+                warm[which].append(warm_wall)
+                outputs |= {done.stdout, again.stdout}
+        commits = json.loads(next(iter(outputs)))["walks"][0]["stats"]["commits"]
+        after_cpu = statistics.median(cpu["after"])
+        print(f"| {' '.join(scenario.cli)} | {commits} | {statistics.median(cpu['before']):.2f} s | {after_cpu:.2f} s "
+              f"| {ratio(cpu['before'], cpu['after'])} | {after_cpu / max(commits, 1):.3f} s "
+              f"| {statistics.median(warm['before']):.2f} s | {statistics.median(warm['after']):.2f} s "
+              f"| {ratio(warm['before'], warm['after'])} | {'yes' if len(outputs) == 1 else 'NO'} |", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--brax", default="/tmp/google+brax.git")
@@ -335,7 +401,12 @@ def main() -> int:
     parser.add_argument("--only", help="run one scenario by name")
     parser.add_argument("--skip-naive", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
+    parser.add_argument("--before", help="an older checkout: the real history scenarios at it and at this one, "
+                        "side by side (alternating pairs)")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs of runs with --before")
     args = parser.parse_args()
+    if args.before:
+        return compare_checkouts(args, Path(args.before), args.pairs)
     paths = {"brax": args.brax, "playground": args.playground, "slm": args.slm}
     repos = {side: Repository(path, side) for side, path in paths.items()}
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, git "

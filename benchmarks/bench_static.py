@@ -20,7 +20,11 @@ for this benchmark only (``pip install griffe``); without it that row says so.
         --slm-repo /tmp/slm.git
 
 prints a Markdown table (the README's Speed section comes from it) with the date, the
-machine and its load average before and after.
+machine and its load average before and after. With ``--before OLD_CHECKOUT`` every case runs
+at both checkouts in alternating pairs (the order swapped each pair) and the table gives both
+side by side, the ratio of each pair (median and range) and issue 38's targets: on a machine
+shared with other work the absolute times move from minute to minute, the ratio of a pair much
+less.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +54,17 @@ TARGETS = {
     "history_cold": 20.0,
     "history_warm": 1.0,
 }
+
+# Issue 38's targets, in CPU seconds (user + sys, children included) on the project's 2-core
+# machine; the cold history's is per commit of the range, the warm report's a ratio to griffe.
+CPU_TARGETS = {
+    "report_all_cold": 5.0,
+    "report_family_cold": 2.0,
+    "report_env_cold": 1.0,
+}
+HISTORY_COLD_PER_COMMIT = 0.1
+HISTORY_WARM = 0.5  # wall
+WARM_VS_GRIFFE = 5.0
 
 GRIFFE_JOB = r'''
 import io, subprocess, sys, tarfile, tempfile
@@ -130,28 +145,60 @@ def compile_bytecode(code: Path) -> None:
 
 
 def run_case(case: Case, scratch: Path, code: Path) -> None:
-    base_env = user_environment(code)
+    prime(case, scratch, code)
+    for number in range(case.runs):
+        run_once(case, scratch, code, number)
+
+
+def prime(case: Case, scratch: Path, code: Path) -> None:
+    """The case's warm cache and Jinja directory, filled by one untimed run when warm."""
     warm_cache, warm_tmp = scratch / f"{case.name}-cache", scratch / f"{case.name}-tmp"
     for directory in (warm_cache, warm_tmp):
         directory.mkdir()
     if not case.cold:  # fill the cache once, untimed
-        timed(case.argv + _output(case, scratch / f"{case.name}-prime"), _env(base_env, warm_cache, warm_tmp), code)
-    for number in range(case.runs):
-        if case.cold:
-            cache, tmp = scratch / f"{case.name}-cache-{number}", scratch / f"{case.name}-tmp-{number}"
-            cache.mkdir()
-            tmp.mkdir()
-        else:
-            cache, tmp = warm_cache, warm_tmp
-            if case.facts_only:
-                shutil.rmtree(cache / "reports", ignore_errors=True)
-        wall, cpu, _ = timed(case.argv + _output(case, scratch / f"{case.name}-out-{number}"),
-                             _env(base_env, cache, tmp), code)
-        case.walls.append(wall)
-        case.cpus.append(cpu)
-        if case.cold:
-            shutil.rmtree(cache, ignore_errors=True)
-            shutil.rmtree(tmp, ignore_errors=True)
+        timed(case.argv + _output(case, scratch / f"{case.name}-prime"),
+              _env(user_environment(code), warm_cache, warm_tmp), code)
+
+
+def run_once(case: Case, scratch: Path, code: Path, number: int) -> None:
+    """One timed run of ``case`` (primed in ``scratch``), its wall and CPU times added to it."""
+    if case.cold:
+        cache, tmp = scratch / f"{case.name}-cache-{number}", scratch / f"{case.name}-tmp-{number}"
+        cache.mkdir()
+        tmp.mkdir()
+    else:
+        cache, tmp = scratch / f"{case.name}-cache", scratch / f"{case.name}-tmp"
+        if case.facts_only:
+            shutil.rmtree(cache / "reports", ignore_errors=True)
+    wall, cpu, _ = timed(case.argv + _output(case, scratch / f"{case.name}-out-{number}"),
+                         _env(user_environment(code), cache, tmp), code)
+    case.walls.append(wall)
+    case.cpus.append(cpu)
+    if case.cold:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_pairs(before: Case, after: Case, scratch: Path, codes: tuple[Path, Path]) -> None:
+    """``before`` (at ``codes[0]``) and ``after`` (at ``codes[1]``) in alternating pairs, the
+    order swapped every pair: on a shared, loaded machine each pair sees about the same load,
+    so the ratio of a pair holds where the absolute times drift."""
+    places = (scratch / "before", scratch / "after")
+    for case, place, code in zip((before, after), places, codes):
+        place.mkdir(parents=True, exist_ok=True)
+        prime(case, place, code)
+    for number in range(after.runs):
+        order = (0, 1) if number % 2 == 0 else (1, 0)
+        for which in order:
+            run_once((before, after)[which], places[which], codes[which], number)
+
+
+def _ratio(before: list[float], after: list[float]) -> str:
+    """The median of the pairs' ratios (before / after) and their range."""
+    ratios = sorted(b / a for b, a in zip(before, after) if a > 0)
+    if not ratios:
+        return ""
+    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
 def _env(base: dict, cache: Path, tmp: Path) -> dict:
@@ -209,6 +256,46 @@ def load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+def _count_commits(repo: str, rev_range: str) -> int:
+    done = subprocess.run(["git", "--git-dir", repo, "rev-list", "--first-parent", "--count", rev_range],
+                          capture_output=True, text=True)
+    return int(done.stdout.strip() or 0)
+
+
+def _verdict(case: Case, griffe: "Case | None", commits: int) -> str:
+    """Issue 38's target for the case, met or not, from the after figures."""
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    if case.name in CPU_TARGETS:
+        return f"≤ {CPU_TARGETS[case.name]:g} CPU-s: {met(case.cpu <= CPU_TARGETS[case.name])}"
+    if case.name == "history_cold" and commits:
+        per = case.cpu / commits
+        return f"≤ {HISTORY_COLD_PER_COMMIT:g} CPU-s/commit: {per:.3f} ({commits} commits), {met(per <= HISTORY_COLD_PER_COMMIT)}"
+    if case.name == "history_warm":
+        return f"≤ {HISTORY_WARM:g} s: {met(case.wall <= HISTORY_WARM)}"
+    if case.name.startswith("report_") and case.name.endswith("_warm") and griffe is not None and griffe.walls:
+        faster = griffe.wall / case.wall
+        return f"≥ {WARM_VS_GRIFFE:g}x faster than griffe: {faster:.1f}x, {met(faster >= WARM_VS_GRIFFE)}"
+    return ""
+
+
+def print_pairs(pairs: list[tuple[Case, Case]], griffe: "Case | None", before: Path, code: Path,
+                started: datetime.datetime, load_before: str, commits: int) -> None:
+    print(f"before: {before} ({_commit(before)}); after: {code} ({_commit(code)}). Measured {started:%Y-%m-%d %H:%M} "
+          f"UTC on {machine()}; load average {load_before} before, {load()} after (1, 5, 15 min). Alternating "
+          "pairs (the order swapped every pair); medians; CPU is user + sys, children included; ratio: before / "
+          "after, the median of the pairs' ratios (their range).\n")
+    print("| what | pairs | CPU before | CPU after | CPU ratio | wall before | wall after | wall ratio | target (after) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for old, new in pairs:
+        print(f"| {new.what} | {new.runs} | {old.cpu:.2f} s | {new.cpu:.2f} s | {_ratio(old.cpus, new.cpus)} "
+              f"| {old.wall:.2f} s | {new.wall:.2f} s | {_ratio(old.walls, new.walls)} | {_verdict(new, griffe, commits)} |")
+    if griffe is not None:
+        if griffe.walls:
+            print(f"| {griffe.what} ({griffe.note}) | {griffe.runs} | | {griffe.cpu:.2f} s | | | {griffe.wall:.2f} s | | |")
+        else:
+            print(f"| {griffe.what} | 0 | {griffe.note} | | | | | | |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brax-repo", required=True)
@@ -226,14 +313,20 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated case names (report_family_warm, ..., griffe)")
     parser.add_argument("--code", default=str(ROOT), help="the brax-diff checkout to time (default: this one; "
                         "another, e.g. a worktree of an older commit, gives the before figures)")
+    parser.add_argument("--before", help="an older checkout (e.g. `git archive OLD | tar -x -C DIR`): every case "
+                        "runs at it and at --code in alternating pairs, and the table gives both and their ratio")
     args = parser.parse_args()
     code = Path(args.code).resolve()
+    before = Path(args.before).resolve() if args.before else None
 
     python = brax_diff_command()
-    imported = subprocess.run([sys.executable, "-c", "import brax_diff; print(brax_diff.__file__)"],
-                              env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, capture_output=True, text=True)
-    if not imported.stdout.strip().startswith(str(code)):  # the installed command must run --code's package
-        raise SystemExit(f"PYTHONPATH={code} imports brax_diff from {imported.stdout.strip() or imported.stderr}")
+    for checkout in (code, before) if before else (code,):
+        imported = subprocess.run([sys.executable, "-c", "import brax_diff; print(brax_diff.__file__)"],
+                                  env={**os.environ, "PYTHONPATH": str(checkout)}, cwd=checkout, capture_output=True,
+                                  text=True)
+        if not imported.stdout.strip().startswith(str(checkout)):  # the installed command must run its package
+            raise SystemExit(f"PYTHONPATH={checkout} imports brax_diff from "
+                             f"{imported.stdout.strip() or imported.stderr}")
     repos = ["--brax-repo", args.brax_repo, "--playground-repo", args.playground_repo, "--slm-repo", args.slm_repo]
     refs = ["--brax", args.brax, "--playground", args.playground, "--slm", args.slm]
     report = [*python, "report", *repos, *refs]
@@ -252,6 +345,8 @@ def main() -> int:
         Case("report_family_cold", f"`report --family {args.family}`, cold", report + ["--family", args.family],
              True, args.cold_runs),
         Case("report_all_cold", "`report`, all three families, cold", report, True, args.cold_runs),
+        Case("report_env_cold", f"`report --env {args.env}`, cold", report + ["--env", args.env], True,
+             args.cold_runs),
         Case("extract_env_warm", f"`extract brax --env {args.env}`, warm", extract, False, args.runs),
         Case("extract_env_cold", f"`extract brax --env {args.env}`, cold", extract, True, args.cold_runs),
         Case("history_warm", f"`history --brax {args.history} --family {args.family}`, warm", history, False,
@@ -262,19 +357,32 @@ def main() -> int:
     wanted = set(args.only.split(",")) if args.only else None
     old_ref, new_ref = args.history.split("..", 1)
     compile_bytecode(code)
+    if before:
+        compile_bytecode(before)
     started = datetime.datetime.now(datetime.timezone.utc)
     load_before = load()
     done: list[Case] = []
+    pairs: list[tuple[Case, Case]] = []
     with tempfile.TemporaryDirectory(prefix="bench-static-") as scratch:
         for case in cases:
             if wanted is None or case.name in wanted:
-                print(f"running {case.name} ({case.runs} runs) ...", file=sys.stderr, flush=True)
-                run_case(case, Path(scratch), code)
+                print(f"running {case.name} ({case.runs} {'pairs' if before else 'runs'}) ...", file=sys.stderr,
+                      flush=True)
+                if before:
+                    old = replace(case, walls=[], cpus=[])
+                    run_pairs(old, case, Path(scratch) / case.name, (before, code))
+                    pairs.append((old, case))
+                else:
+                    run_case(case, Path(scratch), code)
                 done.append(case)
     griffe = None
     if wanted is None or "griffe" in wanted:
         print("running griffe ...", file=sys.stderr, flush=True)
         griffe = griffe_case(args, old_ref, new_ref, args.runs)
+    if before:
+        commits = _count_commits(args.brax_repo, args.history)
+        print_pairs(pairs, griffe, before, code, started, load_before, commits)
+        return 0
 
     print(f"brax-diff at {code} ({_commit(code)}). Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}; "
           f"load average {load_before} before, {load()} after (1, 5, 15 min). Median of the runs; CPU is "

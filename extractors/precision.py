@@ -21,10 +21,13 @@ the note says so.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from brax_diff.facts.model import Fact
+
+from .syntax import parse_ast
 
 KEY = "matmul_precision"
 JAX_FLAG = "jax_default_matmul_precision"
@@ -52,13 +55,26 @@ def _constant(node: ast.expr | None) -> object:
     return node.value if isinstance(node, ast.Constant) else None
 
 
+# The settings a walk found, by (blob, path, visit): every environment asks about the same files.
+_FOUND: dict[tuple, tuple[Setting, ...]] = {}
+
+
 def _walk(snapshot, path: str, found: list[Setting], visit) -> None:
-    if not snapshot.exists(path):
+    blob = snapshot.blob_id(path)
+    if blob is None:
         return
-    try:
-        module = ast.parse(snapshot.read(path))
-    except (SyntaxError, ValueError):
-        return
+    key = (blob, path, visit)
+    if key not in _FOUND:
+        if len(_FOUND) >= 1024:
+            _FOUND.clear()
+        _FOUND[key] = tuple(_walk_tree(parse_ast(snapshot, path), path, visit))
+    found += [dataclasses.replace(setting, snapshot=snapshot) for setting in _FOUND[key]]
+
+
+def _walk_tree(module: ast.Module | None, path: str, visit) -> list[Setting]:
+    found: list[Setting] = []
+    if module is None:
+        return found
 
     def walk(node: ast.AST, guards: tuple[str, ...], function: str | None) -> None:
         for child in ast.iter_child_nodes(node):
@@ -80,9 +96,10 @@ def _walk(snapshot, path: str, found: list[Setting], visit) -> None:
     def visit_one(node: ast.AST, guards: tuple[str, ...], function: str | None) -> None:
         value = visit(node)
         if value is not None:
-            found.append(Setting(path, node.lineno, value, guards, function, snapshot))
+            found.append(Setting(path, node.lineno, value, guards, function, None))
 
     walk(module, (), None)
+    return found
 
 
 def _jax_setting(node: ast.AST) -> str | None:

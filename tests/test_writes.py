@@ -80,8 +80,9 @@ sys.path[:0] = [{root!r}, {tests!r}]
 from brax_diff.safety import io
 real = io.write_atomic
 def paused(path, data, **kwargs):
-    print("paused", flush=True)
-    time.sleep(float(os.environ["PAUSE_SECONDS"]))
+    if str(path).endswith(".yaml"):  # the spec (the fact cache's entries are written as ever)
+        print("paused", flush=True)
+        time.sleep(float(os.environ["PAUSE_SECONDS"]))
     return real(path, data, **kwargs)
 io.write_atomic = paused
 from brax_diff.cli import main

@@ -110,7 +110,15 @@ def fix_command(*, brax: str | None = None, playground: str | None = None, slm: 
         if output is not None:
             _check_output(output, snapshots["slm"], settings.spec)
         story.step("extracting Brax and SLM-Lab")
-        inputs = prepare(BraxExtractor(snapshots["brax"], snapshots["playground"]), SlmExtractor, snapshots["slm"],
+        # Brax's side through the fact cache, as `report` reads it: a family's scope is every one of
+        # its environments' extractions, which a warm `fix` extracted again.
+        from ..extract.cached import BRAX_METHODS, BRAX_VALUES, CachedExtractor
+        from ..extract.factcache import FactCache, cache_root
+
+        brax_side = CachedExtractor(None, "brax", {"brax": snapshots["brax"], "playground": snapshots["playground"]},
+                                    FactCache(cache_root(settings.cache_dir)), BRAX_METHODS, values=BRAX_VALUES,
+                                    factory=lambda: BraxExtractor(snapshots["brax"], snapshots["playground"]))
+        inputs = prepare(brax_side, SlmExtractor, snapshots["slm"],
                          spec=settings.spec, sets=parse_sets(sets), mapping=user_mapping(settings.mapping),
                          family=family, env=env, variant=variant, name=name)
         for line in head_warnings(snapshots):  # what was read at HEAD is not what is on disk

@@ -198,8 +198,9 @@ def prefetch(calls: list[tuple[Any, str, Any]], cache: FactCache, snapshots: Ite
     (extractor, method, argument) the cache cannot answer, so the calls themselves then find
     their answers in the cache. An extractor's first call parses what its other calls share
     (SLM-Lab's code, Brax's ``train()``): with the calls of several extractors missing, each
-    process takes whole extractors (Brax here, SLM-Lab in a child), so each parses only its
-    own; with one extractor's, its first call runs here and the processes share the rest
+    process takes whole extractors (the first one's here, as `report` orders them SLM-Lab's,
+    the others' in a child), so each parses only its own; with one extractor's, its first call
+    runs here and the processes share the rest
     from a queue, with what it parsed. A run the cache answers forks nothing. Returns the
     lines the other processes printed."""
     from .parallel import processes, run_groups, run_queue

@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping
 from ..errors import BraxDiffError
 from ..facts.model import dumps
 from ..safety.escape import one_line
-from ..safety.io import read_json, sealed, unsealed, write_atomic
+from ..safety.io import read_text, sealed, unsealed, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir
 
 # Bump when the entry layout changes: old entries are then simply never read.
@@ -125,11 +125,16 @@ class FactCache:
         return self.root / recipe
 
     def _load_json(self, path: Path) -> Any:
+        """The entry's document; None (a miss) when unreadable, not JSON or its digest differs
+        (:func:`~brax_diff.safety.io.unsealed`). Plain ``json.loads``:
+        the entries are this tool's own output, and the C parser's bounds (recursion, 4,300-digit
+        integers) make a damaged one a miss; the input files' nesting regex and integer hook took
+        a tenth of a warm report, which reads every entry it is made from for its key."""
         if not path.is_file():
             return None
         try:
-            return unsealed(read_json(path, "fact cache entry"))
-        except BraxDiffError:  # unreadable, corrupt or past a limit: a miss
+            return unsealed(json.loads(read_text(path, "fact cache entry")))
+        except (BraxDiffError, ValueError, RecursionError):  # unreadable, corrupt or past a limit: a miss
             return None
 
     def pathsets(self, recipe: str) -> list[PathSet]:

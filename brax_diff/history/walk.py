@@ -308,13 +308,23 @@ class HistoryEngine:
         self._touching_memo: dict[tuple, list[str]] = {}
         self._hits: dict[tuple, CachedResult] = {}  # answers the prefetch found, for the walk
         self._asked_in_vain: set[tuple] = set()  # the prefetch's misses (counted once, by it)
+        self._held_sides: set[str] = set()  # the sides the walk under way holds at one commit
+        self._held: dict[tuple[str, str], Snapshot] = {}  # their snapshots, by (side, sha)
 
     def ids(self, side: str) -> ObjectIds:
         return self.repos[side].object_ids
 
     # -- one extraction, through the cache ------------------------------------------------
     def _snapshots(self, commits: Mapping[str, Any]) -> dict[str, Snapshot]:
-        return {side: Snapshot(self.repos[side], commit, commit.hexsha) for side, commit in commits.items()}
+        """Snapshots to extract at: a new one for the walked side, and for each held side the
+        same one throughout the walk, so that what an extractor evaluates from that side alone
+        (Playground's configs) is run once and shared (brax_diff.extractors.brax.extractor). Its
+        reads are then those of every extraction so far, a superset: a safe cache key."""
+        snapshots = {side: Snapshot(self.repos[side], commit, commit.hexsha) for side, commit in commits.items()}
+        for side, commit in commits.items():
+            if side in self._held_sides:
+                snapshots[side] = self._held.setdefault((side, commit.hexsha), snapshots[side])
+        return snapshots
 
     def outcome(self, recipe: Recipe, commits: Mapping[str, Any], preferred: dict[str, list[str]] | None = None,
                 *, missed: bool = False) -> Outcome:
@@ -395,6 +405,7 @@ class HistoryEngine:
                         at = end_ref if side == "playground" else held["playground"]
                         held = {**held, other: pinned_rsl_rl_ref(resolve_ref(self.repos["playground"], at))}
                     held_commits[other] = resolve_ref(self.repos[other], held[other]).commit
+        self._held_sides, self._held = set(held_commits), {}
         log = first_parent_log(repo, start.hexsha if start else None, end.hexsha)
         if not log and start is not None and start.hexsha != end.hexsha and is_ancestor(repo, end.hexsha,
                                                                                          start.hexsha):

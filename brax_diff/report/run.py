@@ -109,8 +109,11 @@ class ReportRun:
         from ..facts.scope import extraction_calls
 
         self.step("extracting Brax and SLM-Lab")
-        return prefetch(extraction_calls(self.brax, self.slm, scopes, self.variant), self.cache,
-                        self.snapshots.values())
+        calls = extraction_calls(self.brax, self.slm, scopes, self.variant)
+        # SLM-Lab's first: this process takes them and a child Brax's, so the fix solver, which
+        # re-reads SLM-Lab's code here, finds every file parsed (else it parsed them all again).
+        calls.sort(key=lambda call: call[0] is not self.slm)
+        return prefetch(calls, self.cache, self.snapshots.values())
 
     def report(self, scope: Scope, *, previous_path: Path | None, verdicts: list | None,
                linked_at: dict[str, str]

@@ -45,6 +45,34 @@ REFERENCES = BRAX_REFERENCES  # where Brax's values come from (brax_diff.facts.s
 assert set(FAMILIES) == set(FAMILY_PATHS)
 
 
+class _PlaygroundRuns:
+    """What Playground's code evaluates to at one snapshot: the family configs and the
+    environments' own configs, each run on first use. They read Playground alone."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, ParamsFunction] = {}
+        self.env_configs: EnvConfigs | None = None
+
+
+# The runs of each Playground snapshot object, shared by the extractors given it: `history`
+# walking Brax with Playground held at one commit gives every Brax commit's extractor that same
+# snapshot, which ran the same configs again each time (1,456 evaluations for 26 distinct, a
+# fifth of its time). Keyed by identity, so what the runs read goes to that snapshot's reads.
+_RUNS: dict[int, tuple[Snapshot, _PlaygroundRuns]] = {}
+MAX_RUNS = 4
+
+
+def _playground_runs(playground: Snapshot | None) -> _PlaygroundRuns:
+    if playground is None:
+        return _PlaygroundRuns()
+    entry = _RUNS.get(id(playground))
+    if entry is None or entry[0] is not playground:
+        if len(_RUNS) >= MAX_RUNS:
+            _RUNS.pop(next(iter(_RUNS)))
+        entry = _RUNS[id(playground)] = (playground, _PlaygroundRuns())
+    return entry[1]
+
+
 class BraxExtractor:
     """Canonical facts for Brax PPO at one Brax commit and one Playground commit."""
 
@@ -58,9 +86,8 @@ class BraxExtractor:
         self._learner = LearnerScopes(brax) if reference == "learner" else None
         self._script = ScriptScopes(playground) if reference == "train-script" and playground is not None else None
         self.code = BraxCode(brax)
-        self._params: dict[str, ParamsFunction] = {}
+        self._runs = _playground_runs(playground)
         self._envs: dict[str, list[str]] = {}
-        self._env_configs: EnvConfigs | None = None  # the environments' own configs, run on first use
 
     # -- the Playground side ---------------------------------------------------------
     def families(self) -> list[str]:
@@ -93,11 +120,12 @@ class BraxExtractor:
     def _params_function(self, family: str) -> ParamsFunction:
         if family not in FAMILY_PATHS:
             raise family_error(family)
-        if family not in self._params:
-            if self._env_configs is None:
-                self._env_configs = EnvConfigs(self._need_playground())
-            self._params[family] = ParamsFunction(self._need_playground(), family, self._env_configs)
-        return self._params[family]
+        runs = self._runs
+        if family not in runs.params:
+            if runs.env_configs is None:
+                runs.env_configs = EnvConfigs(self._need_playground())
+            runs.params[family] = ParamsFunction(self._need_playground(), family, runs.env_configs)
+        return runs.params[family]
 
     # -- scopes --------------------------------------------------------------------------
     def defaults(self) -> Extraction:
@@ -228,9 +256,9 @@ class BraxExtractor:
         # The params read each environment's config, and so does learner.py (its env takes its own
         # default config unless --playground_config_overrides is given).
         if self.reference == "learner" and env is not None and self.playground is not None \
-                and self._env_configs is None:
-            self._env_configs = EnvConfigs(self.playground)
-        env_configs = self._env_configs if self.reference in ("params", "learner") else None
+                and self._runs.env_configs is None:
+            self._runs.env_configs = EnvConfigs(self.playground)
+        env_configs = self._runs.env_configs if self.reference in ("params", "learner") else None
         for fact in setup_facts(train, network, family=family, env=env, env_configs=env_configs,
                                 reference=self.reference, impl=impl, learner=self.brax):
             # A setup key the code does not let us read gets its finding; a family's per-environment

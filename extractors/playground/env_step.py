@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from brax_diff.facts.model import Provenance
 
+from ..syntax import parse_ast
+
 REGISTRY_DIRS = {"dm_control": "dm_control_suite", "locomotion": "locomotion", "manipulation": "manipulation"}
 CLIP_CALLS = frozenset({"clip", "clamp", "minimum", "maximum"})  # jp.clip(x, lo, hi); nested min/max bounds
 # Calls that carry a value on unchanged in kind (array conversions): the action stays the action.
@@ -31,13 +33,7 @@ CARRY_FUNCTIONS = frozenset({"array", "asarray", "as_tensor", "from_dlpack", "to
 CARRY_METHODS = frozenset({"astype", "reshape", "squeeze", "flatten", "float", "to"})  # x.m(...)
 
 
-def parse(snapshot, path: str) -> ast.Module | None:
-    if not snapshot.exists(path):
-        return None
-    try:
-        return ast.parse(snapshot.read(path))
-    except (SyntaxError, ValueError):
-        return None
+parse = parse_ast  # the readers here and in autoreset, interface: one tree per blob per run
 
 
 def _imports(module: ast.Module) -> dict[str, str]:
