@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import BraxDiffError
 from ..facts.model import dumps
 from ..safety.io import write_atomic
@@ -131,9 +133,11 @@ def paired_scores(results: list[RunResult], envs: list[str], x_arm: str, y_arm: 
     return x, y, seeds
 
 
-def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict[str, tuple[str, str, list[str]]]
-            ) -> list[dict[str, Any]]:
-    """Decide one family: ``{name: (x arm, y arm, envs)}``; entries in the verify.json form."""
+def _family(results: list[RunResult], plan: Plan, family: str | dict[str, str],
+            comparisons: dict[str, tuple[str, str, list[str]]]) -> list[dict[str, Any]]:
+    """Decide one family, one Holm over ``{name: (x arm, y arm, envs)}``; entries in the
+    verify.json form. ``family``: its name, or each comparison's (a list of conclusions that
+    spans families is still one Holm)."""
     matrices, meta = {}, {}
     for name, (x_arm, y_arm, envs) in comparisons.items():
         x, y, seeds = paired_scores(results, envs, x_arm, y_arm)
@@ -144,7 +148,10 @@ def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict
     out = []
     for name in sorted(comparisons):
         x_arm, y_arm, envs, seeds = meta[name]
-        entry: dict[str, Any] = {"family": family, "name": name, "arm": x_arm, "vs": y_arm, "envs": envs}
+        entry: dict[str, Any] = {"family": family if isinstance(family, str) else family[name], "name": name,
+                                 "arm": x_arm, "vs": y_arm, "envs": envs}
+        if "@" in name:  # one environment of a pooled comparison (per_env_name)
+            entry["env"] = name.split("@", 1)[1]
         tested = x_arm if ":" in x_arm else y_arm  # loo: all_fixes vs loo:<key>; variants: variant:<key> vs baseline
         if ":" in tested:
             entry["key"] = tested.split(":", 1)[1]
@@ -158,16 +165,30 @@ def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict
     return out
 
 
+def per_env_name(name: str, env: str) -> str:
+    """A list comparison on one environment alone."""
+    return f"{name}@{env}"
+
+
 def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
     """Every comparison the plan's arms allow, family by family."""
     arms = set(plan.arms())
     out: list[dict[str, Any]] = []
-    gap = {name: (x, y, plan.envs) for name, (x, y) in GAP_COMPARISONS.items() if {x, y} <= arms}
-    if gap:
-        out += _family(results, plan, "gap", gap)
-    against_stand_in = {name: (x, y, plan.envs) for name, (x, y) in STAND_IN_COMPARISONS.items() if {x, y} <= arms}
-    if against_stand_in:
-        out += _family(results, plan, "stand_in", against_stand_in)
+    # The gap and stand_in rows are the report's list of conclusions: one Holm over every one of
+    # them, pooled and (with several environments) on each alone, so that the list as a whole
+    # holds 5 % whichever rows it states (per environment where the pooled effect hides a sign).
+    listed: dict[str, tuple[str, str, list[str]]] = {}
+    family_of: dict[str, str] = {}
+    for family, table in (("gap", GAP_COMPARISONS), ("stand_in", STAND_IN_COMPARISONS)):
+        for name, (x, y) in table.items():
+            if {x, y} <= arms:
+                listed[name], family_of[name] = (x, y, list(plan.envs)), family
+    if len(plan.envs) > 1:
+        for name, (x, y, _) in list(listed.items()):
+            for env in plan.envs:
+                listed[per_env_name(name, env)], family_of[per_env_name(name, env)] = (x, y, [env]), family_of[name]
+    if listed:
+        out += _family(results, plan, family_of, listed)
     for prefix, family, base in (("loo:", "loo", ALL_FIXES), ("variant:", "variants", BASELINE)):
         comparisons = {}
         for arm in sorted(a for a in arms if a.startswith(prefix)):
@@ -192,52 +213,77 @@ def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
         scores[env] = ([stand_in[s].score for s in sorted(stand_in)], [reference[s].score for s in sorted(reference)])
         both = sorted(set(stand_in) & set(reference))
         paired[env] = ([stand_in[s].score for s in both], [reference[s].score for s in both])
-    return equivalence_summary(scores, plan.equivalence_margin, paired=paired)
+    return equivalence_summary(scores, plan.equivalence_margin, paired=paired, per_env_margin=True)
 
 
 def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, Any]]) -> dict[str, Any]:
     """How far baseline and all_fixes are from Brax's trainer, and the fraction of the gap closed.
 
-    closed_fraction = (all_fixes - baseline) / (reference - baseline) on the arms' means,
-    with Fieller's 95% interval (the three arms resampled independently, the shared baseline
-    giving the covariance); null when the gap itself is not resolved."""
+    Every row of the list (gap and stand_in families) read as "<arm> vs <reference or
+    stand_in>", pooled; ``per_env``: the same rows on each environment alone (decided in the
+    same Holm), with ``sign_disagrees`` naming the rows whose environments' differences have
+    opposite signs (the pooled row then hides one of them).
+
+    closed_fraction = (all_fixes - baseline) / (reference - baseline) on the arms' means, with
+    Fieller's interval from the paired per-seed differences, at the level the gap's own row
+    (reference vs baseline) was held to. Only when that row is decisive (its interval excludes
+    0) is the fraction a number; otherwise it is ``"unbounded"``: a ratio whose denominator may
+    be 0 has no number to print."""
     arms = set(plan.arms())
     if not {BASELINE, ALL_FIXES, REFERENCE} <= arms:
         return {}
-    by_name = {d["name"]: d for d in decided if d["family"] == "gap"}
+    by_name = {d["name"]: d for d in decided if d["family"] in ("gap", "stand_in")}
     seeds = sorted(set.intersection(*(set(_finished(results, e, a)) for e in plan.envs
                                       for a in (BASELINE, ALL_FIXES, REFERENCE))))
     out: dict[str, Any] = {"envs": list(plan.envs), "seeds": len(seeds), "env_steps": plan.budget,
-                           "score_kind": plan.scoring.kind,
-                           "baseline_vs_reference": _flip(by_name["reference_vs_baseline"]),
-                           "all_fixes_vs_reference": _flip(by_name["reference_vs_all_fixes"]),
-                           "all_fixes_vs_baseline": by_name["all_fixes_vs_baseline"]}
-    if SPEC_FIXES in arms:
-        out.update(spec_fixes_vs_reference=_flip(by_name["reference_vs_spec_fixes"]),
-                   spec_fixes_vs_baseline=by_name["spec_fixes_vs_baseline"])
-    for d in decided:
-        if d["family"] == "stand_in":  # read as "<arm> vs stand_in", like the rows against the reference
-            out[f"{d['vs']}_vs_stand_in"] = _flip(d)
+                           "score_kind": plan.scoring.kind}
+    rows = {"baseline_vs_reference": ("reference_vs_baseline", True),
+            "all_fixes_vs_reference": ("reference_vs_all_fixes", True),
+            "all_fixes_vs_baseline": ("all_fixes_vs_baseline", False),
+            "spec_fixes_vs_reference": ("reference_vs_spec_fixes", True),
+            "spec_fixes_vs_baseline": ("spec_fixes_vs_baseline", False)}
+    rows.update({f"{y}_vs_stand_in": (name, True) for name, (_, y) in STAND_IN_COMPARISONS.items()})
+    per_env: dict[str, dict[str, Any]] = {}
+    disagree = []
+    for row, (name, flip) in rows.items():
+        if name not in by_name:
+            continue
+        out[row] = _flip(by_name[name]) if flip else by_name[name]
+        envs = {env: by_name[per_env_name(name, env)] for env in plan.envs if per_env_name(name, env) in by_name}
+        if envs:
+            per_env[row] = {env: _flip(e) if flip else e for env, e in envs.items()}
+            signs = {math.copysign(1.0, e["delta"]) for e in per_env[row].values()
+                     if e.get("delta") is not None and e["delta"] != 0}
+            if len(signs) > 1:
+                disagree.append(row)
+    if per_env:
+        out["per_env"] = per_env
+        out["sign_disagrees"] = disagree
     if len(seeds) < 2:
         out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out
-    spreads, means = {}, {}
+    matrices = {arm: np.array([[_finished(results, e, arm)[s].score for e in plan.envs] for s in seeds]).mean(axis=1)
+                for arm in (BASELINE, ALL_FIXES, REFERENCE)}
     for arm in (BASELINE, ALL_FIXES, REFERENCE):
-        matrix = [[_finished(results, e, arm)[s].score for e in plan.envs] for s in seeds]
-        spreads[arm] = stats.spread(matrix)
-        means[arm] = spreads[arm].mean
-    for arm, mean in means.items():
-        out[f"{arm}_mean"] = mean
-    closed, gap = means[ALL_FIXES] - means[BASELINE], means[REFERENCE] - means[BASELINE]
-    vb, vf, vr = (spreads[a].variance for a in (BASELINE, ALL_FIXES, REFERENCE))
-    df = len(seeds) - 1
-    interval = stats.fieller_ratio(closed, gap, vf + vb, vr + vb, vb, df) if gap != 0 else None
+        out[f"{arm}_mean"] = float(matrices[arm].mean())
+    closed_d = matrices[ALL_FIXES] - matrices[BASELINE]  # per seed: the paired differences
+    gap_d = matrices[REFERENCE] - matrices[BASELINE]
+    gap_row = by_name.get("reference_vs_baseline", {})
+    level = 1.0 - gap_row.get("ci_level", 1.0 - stats.ALPHA)
+    ci = gap_row.get("ci")
+    resolved = gap_row.get("verdict") in (stats.SUPPORTED, stats.NOT_SUPPORTED) and ci and (ci[0] > 0 or ci[1] < 0)
+    n = len(seeds)
+    covariance = np.cov(np.stack([closed_d, gap_d]), ddof=1) / n
+    interval = (stats.fieller_ratio(float(closed_d.mean()), float(gap_d.mean()), float(covariance[0, 0]),
+                                    float(covariance[1, 1]), float(covariance[0, 1]), n - 1, alpha=level)
+                if resolved else None)
     # a ratio whose denominator may be 0 has no number to print: its point estimate is noise
-    out["closed_fraction"] = closed / gap if interval is not None else UNBOUNDED
+    out["closed_fraction"] = float(closed_d.mean() / gap_d.mean()) if interval is not None else UNBOUNDED
     out["closed_fraction_ci"] = None if interval is None else list(interval)
+    out["closed_fraction_level"] = 1.0 - level
     if interval is None:
-        out["reason"] = (f"the gap between baseline and reference is not resolved at {len(seeds)} seeds: "
-                         "its interval contains 0, so the fraction is unbounded")
+        out["reason"] = (f"the gap between baseline and reference is not resolved at {n} seeds (its interval at "
+                         f"{1.0 - level:.4g} contains 0), so the fraction is unbounded")
     return out
 
 
@@ -482,12 +528,17 @@ def _comparison(entry: dict[str, Any]) -> str:
     detail = entry.get("reason") or ""
     if entry["verdict"] == stats.INCONCLUSIVE and entry.get("min_detectable_effect") is not None:
         detail = "; ".join(filter(None, (detail, f"detectable: |effect| >= {entry['min_detectable_effect']:.1f}")))
+    if entry["verdict"] == stats.INCONCLUSIVE and "min_detectable_solve_share" in entry:
+        share = entry["min_detectable_solve_share"]
+        detail = "; ".join(filter(None, (detail, "or " + (f"{share:.0%} more seeds solving" if share is not None
+                                                          else "not even every seed solving"))))
     solving = entry.get("solving")
     solved = ""
     if solving and (solving["rate_x"] or solving["rate_y"]):  # said only where some run solved
         solved = (f"; solved (>= {solving['threshold']:g}) {solving['rate_x']:.0%} vs {solving['rate_y']:.0%}, "
                   f"exact McNemar p={solving['p']:.3g}: {solving['verdict']}")
-    return (f"{entry['arm'] + ' - ' + entry['vs']:<34}{delta}{_ci(entry)}  {entry['verdict']}"
+    label = entry["arm"] + " - " + entry["vs"] + (f" on {entry['env']}" if entry.get("env") else "")
+    return (f"{label:<34}{delta}{_ci(entry)}  {entry['verdict']}"
             f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}{solved}")
 
 
@@ -525,12 +576,15 @@ def render(result: VerifyResult) -> str:
                      "spec_fixes_vs_reference", "spec_fixes_vs_baseline"):
             if name in gap:
                 lines.append(f"  {_comparison(gap[name])}")
+            if name in gap.get("sign_disagrees", []):  # the pooled row hides opposite signs: each env
+                lines.extend(f"    {_comparison(entry)}" for entry in gap["per_env"][name].values())
         fraction = gap.get("closed_fraction")
         if fraction == UNBOUNDED:
             lines.append(f"  fraction of the gap the fixes close: unbounded ({gap.get('reason', '')})")
         elif fraction is not None:
             interval = gap.get("closed_fraction_ci")
-            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]")
+            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}] "
+                         f"at {gap.get('closed_fraction_level', 0.95):.1%} (Fieller)")
         elif gap.get("reason"):
             lines.append(f"  fraction of the gap the fixes close: unknown ({gap['reason']})")
     others = [entry for entry in result.verdicts if entry["family"] != "gap" or not gap]
@@ -546,3 +600,39 @@ def render(result: VerifyResult) -> str:
     for failed in result.failed:
         lines.append(f"  FAILED {failed.spec.env} {failed.spec.arm} seed {failed.spec.seed}: {failed.error}")
     return "\n".join(lines) + "\n"
+
+
+class _RecordedPlan:
+    """What the statistics read of a plan, from a verify.json's ``plan`` and ``runs``."""
+
+    def __init__(self, plan: dict[str, Any], runs: list[dict[str, Any]]):
+        from types import SimpleNamespace
+
+        self.envs = list(plan["envs"])
+        self.budget = plan["budget"]
+        self.solve_threshold = plan.get("solve_threshold")
+        self.equivalence_margin = plan.get("equivalence_margin", 100.0)
+        self.scoring = SimpleNamespace(kind=plan.get("scoring", {}).get("score_kind", ""))
+        self.runs = [SimpleNamespace(arm=r["arm"], env=r["env"], seed=r["seed"], trainer=r.get("trainer")) for r in runs]
+
+    def arms(self) -> list[str]:
+        return list(dict.fromkeys(r.arm for r in self.runs))
+
+
+def recompute(data: dict[str, Any]) -> dict[str, Any]:
+    """A verify.json with its statistics (verdicts, gap, equivalence) recomputed from its own
+    runs by this version's rules, everything else as recorded: evidence trained under older
+    rules is restated without training a run again."""
+    plan = _RecordedPlan(data["plan"], data["runs"])
+    results = [RunResult(spec, r["status"], list(r.get("steps") or []), list(r.get("scores") or []), r.get("score"),
+                         int(r.get("env_steps") or 0), float(r.get("seconds") or 0.0), r.get("error"),
+                         score_kind=r.get("score_kind", ""), cpu_seconds=float(r.get("cpu_seconds") or 0.0))
+               for spec, r in zip(plan.runs, data["runs"])]
+    decided = verdicts(plan, results)  # type: ignore[arg-type]
+    out = dict(data)
+    out["verdicts"] = decided
+    out["gap"] = gap_summary(plan, results, decided)  # type: ignore[arg-type]
+    restated = equivalence(plan, results)  # type: ignore[arg-type]
+    if restated is not None:
+        out["equivalence"] = restated
+    return out

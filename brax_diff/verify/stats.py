@@ -702,6 +702,7 @@ def _heavy(rng, n):
 
 
 NULL_SHAPES = {"normal": _normal, "bimodal": _bimodal, "heavy-tailed": _heavy}
+BIMODAL_JUMP = 997.0 - 325.0  # a seed of the bimodal shape going from the plateau's mean to solved
 
 
 def null_pair(shape) -> "callable":
