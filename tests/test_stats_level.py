@@ -136,6 +136,30 @@ def test_the_plan_reports_power_from_the_simulation():
         assert expected in text and "solved: a run scoring >= 800" in text
         if seeds == 10:
             assert all(v is not None and 0 < v < 2000 for v in power["detectable"].values())
+            assert power["solve_share"] is not None and 0 < power["solve_share"] <= 1
+            assert "an effect of more seeds solving" in text
+
+
+def test_the_plans_seed_count_comes_from_the_real_list_of_conclusions():
+    """Issue 37: with spec_fixes the gap family has 5 tests, not 3: 8 seeds are needed, not 7;
+    with the stand-in and two environments the list holds 8 comparisons pooled and per
+    environment, 24 tests: 10 seeds."""
+    import dataclasses
+
+    from test_verify_plan import pair
+
+    from brax_diff.verify import build_plan
+
+    brax, slm = pair()
+    plan = build_plan(brax, slm, envs=["CartpoleBalance"], seeds=10, budget=1600, evals=1, eval_envs=4)
+    spec = [dataclasses.replace(r, arm="spec_fixes") for r in plan.runs if r.arm == "baseline"]
+    with_spec = dataclasses.replace(plan, runs=plan.runs + spec)
+    assert (plan.tests_in_list(), with_spec.tests_in_list()) == (3, 5)
+    power = with_spec.power(sims=20)
+    assert power["seeds_needed"] == 8 and power["level"] == pytest.approx(0.01)
+    stand_in = [dataclasses.replace(r, arm="stand_in") for r in plan.runs if r.arm == "baseline"]
+    full = dataclasses.replace(with_spec, runs=with_spec.runs + stand_in, envs=["CartpoleBalance", "CartpoleSwingup"])
+    assert full.tests_in_list() == 24 and stats.seeds_needed(0.05 / 24) == 10
 
 
 # -- non-exchangeable nulls: equal means, different shapes -------------------------------------
