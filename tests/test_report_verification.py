@@ -151,5 +151,6 @@ def test_a_pooled_row_whose_environments_disagree_in_sign_is_read_per_environmen
     assert any(line.startswith("The spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference), "
                                "pooled over the environments: their differences have opposite signs")
                for line in said["may_not"])
-    assert model["protocol"]["tests_in_list"] == 24  # 8 rows, pooled and on each of 2 environments
-    assert all(e["tests_in_family"] == 24 for name, e in gap.items() if isinstance(e, dict) and "tests_in_family" in e)
+    # 8 rows, pooled and on each of 2 environments, the equivalence and the paired difference per environment
+    assert model["protocol"]["tests_in_list"] == 27
+    assert all(e["tests_in_family"] == 27 for name, e in gap.items() if isinstance(e, dict) and "tests_in_family" in e)

@@ -140,10 +140,14 @@ def _equivalence(raw: Any) -> dict | None:
                 and isinstance(paired.get("ci"), list) and len(paired["ci"]) == 2 and all(map(_number, paired["ci"]))
                 and isinstance(paired.get("seeds"), int)):
             row["paired"] = {name: paired[name] for name in ("difference", "p", "ci", "seeds")}
-            row["paired"]["different"] = paired["p"] < (paired.get("alpha") if _number(paired.get("alpha")) else 0.05)
+            # held at its level in the list of conclusions' Holm where verify put it there
+            level = paired.get("level") if _number(paired.get("level")) else (
+                paired.get("alpha") if _number(paired.get("alpha")) else 0.05)
+            row["paired"]["different"] = paired["p"] <= level if _number(paired.get("level")) else paired["p"] < level
         envs.append(row)
     return {"margin": raw.get("margin") if _number(raw.get("margin")) else None,
             "alpha": raw.get("alpha") if _number(raw.get("alpha")) else None,
+            "level": raw.get("level") if _number(raw.get("level")) else None,
             "equivalent": raw.get("equivalent") if raw.get("equivalent") in (True, False) else None, "envs": envs,
             "margin_rule": raw.get("margin_rule") if isinstance(raw.get("margin_rule"), str) else None,
             # a verify.json from before the paired test reads (and renders) as it did
@@ -194,15 +198,21 @@ def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol:
         if equivalence["equivalent"] is True:
             may.append(f"{reading}the stand-in (Brax's settings and loss semantics in the PyTorch trainer) scores as "
                        f"Brax's own trainer does, within {within} (two one-sided tests at "
-                       f"{equivalence.get('alpha') or 0.05:g}): the gap against it is the gap against Brax"
+                       f"{equivalence.get('level') or equivalence.get('alpha') or 0.05:.3g}): the gap against it is "
+                       "the gap against Brax"
                        + (", to within that margin." if different else "."))
             may[-1] = may[-1][:1].upper() + may[-1][1:]
         else:
             what = "; ".join(f"{e['env']} {_pm(e['difference'])}" for e in failed if "difference" in e)
+            level = equivalence.get("level")
+            margins = ", ".join(f"±{e['margin']:.3g} on {e['env']}" for e in failed if "margin" in e)
             may_not.append(
-                "**The stand-in is not shown to be Brax's trainer**: "
-                + (f"its scores are not shown within {within if rule else f'±{margin:g}'} of the reference's on "
-                   f"{', '.join(e['env'] for e in failed)} (mean stand_in − reference: {what})" if failed else "")
+                "**The stand-in is not shown to be Brax's trainer**"
+                + (f" at the level the list's Holm holds it to ({level:.3g})" if level else "") + ": "
+                + (reading[:1].lower() + reading[1:] if failed and paired else "")
+                + (f"its scores are not shown within {margins if rule else f'±{margin:g}'} of the reference's on "
+                   f"{', '.join(e['env'] for e in failed)}" + ("" if paired else f" (mean stand_in − reference: {what})")
+                   if failed else "")
                 + ("; " if failed and untested else "")
                 + (f"{', '.join(e['env'] for e in untested)}: too few runs to test" if untested else "")
                 + ". A gap against the reference then mixes SLM-Lab's differences with differences between the two "

@@ -149,8 +149,8 @@ def paired_difference(stand_in: Sequence[float], reference: Sequence[float], alp
     return out
 
 
-MARGIN_RULE = ("per environment: one standard deviation of Brax's own trainer's scores across seeds there "
-               "(the reference arm), at most the plan's margin")
+MARGIN_RULE = ("on each environment one standard deviation of Brax's own trainer's scores across its seeds "
+               "there, at most the plan's margin")
 
 
 def margin_for(reference: Sequence[float], cap: float = DEFAULT_MARGIN) -> float:
@@ -174,7 +174,8 @@ def equivalence_summary(scores: dict[str, tuple[list[float], list[float]]], marg
     (:func:`paired_difference`), the primary reading; elsewhere unpaired. ``per_env_margin``:
     each env's margin by MARGIN_RULE with ``margin`` as the cap, else ``margin`` everywhere.
     ``equivalent`` over all envs is True only when every env's is (an intersection-union test:
-    at ``alpha`` as a whole), None when some env could not be tested."""
+    at ``alpha`` as a whole, ``p`` its p-value), None when some env could not be tested. The
+    runner holds it at the level the list of conclusions' Holm gives it (runner.judge)."""
     paired = paired or {}
     per_env = {}
     for env, (s, r) in sorted(scores.items()):
@@ -189,7 +190,9 @@ def equivalence_summary(scores: dict[str, tuple[list[float], list[float]]], marg
     answers = [v["equivalent"] for v in per_env.values()]
     overall = None if not answers or any(a is None for a in answers) else all(answers)
     out = {"margin": margin, "alpha": alpha, "arms": ["stand_in", "reference"], "envs": per_env,
-           "equivalent": overall}
+           "equivalent": overall,
+           # the intersection-union test's p: every env's both one-sided nulls rejected
+           "p": None if overall is None else max(max(v["p_lower"], v["p_upper"]) for v in per_env.values())}
     if per_env_margin:
         out["margin_rule"] = MARGIN_RULE
     return out

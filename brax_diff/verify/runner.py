@@ -134,17 +134,22 @@ def paired_scores(results: list[RunResult], envs: list[str], x_arm: str, y_arm: 
 
 
 def _family(results: list[RunResult], plan: Plan, family: str | dict[str, str],
-            comparisons: dict[str, tuple[str, str, list[str]]]) -> list[dict[str, Any]]:
+            comparisons: dict[str, tuple[str, str, list[str]]], extra: dict[str, float] | None = None,
+            extra_levels: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Decide one family, one Holm over ``{name: (x arm, y arm, envs)}``; entries in the
     verify.json form. ``family``: its name, or each comparison's (a list of conclusions that
-    spans families is still one Holm)."""
+    spans families is still one Holm). ``extra``: other p-values held under the same Holm;
+    the level each was held to goes into ``extra_levels``."""
     matrices, meta = {}, {}
     for name, (x_arm, y_arm, envs) in comparisons.items():
         x, y, seeds = paired_scores(results, envs, x_arm, y_arm)
         meta[name] = (x_arm, y_arm, envs, seeds)
         if seeds:
             matrices[name] = (x, y)
-    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold)
+    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold, extra_pvalues=extra)
+    for name in extra or {}:
+        if extra_levels is not None:
+            extra_levels[name] = decided[name].level
     out = []
     for name in sorted(comparisons):
         x_arm, y_arm, envs, seeds = meta[name]
@@ -170,8 +175,10 @@ def per_env_name(name: str, env: str) -> str:
     return f"{name}@{env}"
 
 
-def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
-    """Every comparison the plan's arms allow, family by family."""
+def verdicts(plan: Plan, results: list[RunResult], extra: dict[str, float] | None = None,
+             extra_levels: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Every comparison the plan's arms allow, family by family; ``extra`` p-values (the
+    equivalence test) join the list of conclusions' Holm, their levels in ``extra_levels``."""
     arms = set(plan.arms())
     out: list[dict[str, Any]] = []
     # The gap and stand_in rows are the report's list of conclusions: one Holm over every one of
@@ -188,7 +195,7 @@ def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
             for env in plan.envs:
                 listed[per_env_name(name, env)], family_of[per_env_name(name, env)] = (x, y, [env]), family_of[name]
     if listed:
-        out += _family(results, plan, family_of, listed)
+        out += _family(results, plan, family_of, listed, extra, extra_levels)
     for prefix, family, base in (("loo:", "loo", ALL_FIXES), ("variant:", "variants", BASELINE)):
         comparisons = {}
         for arm in sorted(a for a in arms if a.startswith(prefix)):
@@ -198,6 +205,38 @@ def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
         if comparisons:
             out += _family(results, plan, family, comparisons)
     return out
+
+
+EQUIVALENCE = "stand_in_equivalent_to_reference"  # the equivalence test's name in the list's Holm
+DIFFERS = "stand_in_differs_from_reference"  # the paired difference's, per environment
+
+
+def judge(plan: Plan, results: list[RunResult]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The verdicts and the equivalence of the stand-in, every claim the report's conclusions
+    list held under one Holm: the equivalence test (an intersection-union test over the
+    environments, p the largest of its one-sided p-values) is one more test of the list, and
+    "equivalent" holds only at the level it gets there."""
+    same = equivalence(plan, results)
+    extra: dict[str, float] = {}
+    if same is not None:
+        if same.get("p") is not None:
+            extra[EQUIVALENCE] = same["p"]
+        for env, test in same["envs"].items():  # "the stand-in differs on <env>" is a conclusion too
+            if (test.get("paired_difference") or {}).get("p") is not None:
+                extra[per_env_name(DIFFERS, env)] = test["paired_difference"]["p"]
+    levels: dict[str, float] = {}
+    decided = verdicts(plan, results, extra or None, levels)
+    if same is not None and EQUIVALENCE in levels:
+        level = levels[EQUIVALENCE]
+        same["level"] = level
+        for test in same["envs"].values():
+            if test.get("equivalent") is not None:
+                test["equivalent"] = bool(max(test["p_lower"], test["p_upper"]) <= level)
+        same["equivalent"] = bool(same["p"] <= level)
+    for env, test in (same or {}).get("envs", {}).items():
+        if per_env_name(DIFFERS, env) in levels:
+            test["paired_difference"]["level"] = levels[per_env_name(DIFFERS, env)]
+    return decided, same
 
 
 def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
@@ -383,9 +422,9 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
         if cluster is not None:
             cluster.close()
     results = [done[i] for i in range(len(plan.runs))]
-    decided = verdicts(plan, results)
+    decided, same = judge(plan, results)
     result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
-                          seconds=time.perf_counter() - started, equivalence=equivalence(plan, results))
+                          seconds=time.perf_counter() - started, equivalence=same)
     if output_dir is not None:
         result.plots = write_plots(plan, results, Path(output_dir))
         write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
@@ -628,11 +667,10 @@ def recompute(data: dict[str, Any]) -> dict[str, Any]:
                          int(r.get("env_steps") or 0), float(r.get("seconds") or 0.0), r.get("error"),
                          score_kind=r.get("score_kind", ""), cpu_seconds=float(r.get("cpu_seconds") or 0.0))
                for spec, r in zip(plan.runs, data["runs"])]
-    decided = verdicts(plan, results)  # type: ignore[arg-type]
+    decided, restated = judge(plan, results)  # type: ignore[arg-type]
     out = dict(data)
     out["verdicts"] = decided
     out["gap"] = gap_summary(plan, results, decided)  # type: ignore[arg-type]
-    restated = equivalence(plan, results)  # type: ignore[arg-type]
     if restated is not None:
         out["equivalence"] = restated
     return out

@@ -633,7 +633,8 @@ def solve_jump(x, y, threshold: float) -> float:
 
 def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: float = ALPHA,
                   reps: int = BOOTSTRAP_T_REPS, detail: bool = True,
-                  solve_threshold: float | None = None) -> dict[str, Verdict]:
+                  solve_threshold: float | None = None,
+                  extra_pvalues: dict[str, float] | None = None) -> dict[str, Verdict]:
     """Verdicts for one family of paired comparisons ``{name: (x scores, y scores)}`` (x: with
     the fix; row i of x and y is seed i).
 
@@ -642,7 +643,9 @@ def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: 
     (simulations need only the decisions). ``solve_threshold``: the probability of solving is
     measured too, its McNemar tests corrected as a family of their own; an inconclusive
     comparison then also gets the share of seeds that must newly solve to be found.
-    ``reps``: the bootstrap-t's resamples.
+    ``reps``: the bootstrap-t's resamples. ``extra_pvalues``: other tests the same list of
+    conclusions states (an equivalence test), held under the same Holm; each comes back as a
+    Verdict with only its p, level and decision (supported: rejected).
     """
     tested: dict[str, np.ndarray] = {}
     out: dict[str, Verdict] = {}
@@ -657,7 +660,12 @@ def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: 
         tested[name] = paired_differences(x, y)
     names = sorted(tested)
     pvalues = {n: paired_p(tested[n], reps) for n in names}
-    levels = holm_levels([pvalues[n] for n in names], alpha)
+    extra = dict(extra_pvalues or {})
+    every = names + sorted(extra)
+    levels = holm_levels([pvalues[n] if n in pvalues else extra[n] for n in every], alpha)
+    for name, level in zip(every[len(names):], levels[len(names):]):
+        out[name] = Verdict(name, SUPPORTED if extra[name] <= level else INCONCLUSIVE, math.nan, math.nan, math.nan,
+                            None, level, extra[name], 0, len(every))
     for name, level in zip(names, levels):
         d, (x, y) = tested[name], pairs[name]
         delta = float(d.mean())
@@ -674,7 +682,7 @@ def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: 
                     share = detectable_solve_share(null, solve_jump(x, y, solve_threshold), d.size, level)
             if ci is None:
                 reason = _cannot_reject(d.size, level)
-        out[name] = Verdict(name, verdict, mean(x), mean(y), delta, ci, level, pvalues[name], d.size, len(names),
+        out[name] = Verdict(name, verdict, mean(x), mean(y), delta, ci, level, pvalues[name], d.size, len(every),
                             mde, probability_of_improvement(x, y), reason, min_detectable_solve_share=share)
     if solve_threshold is not None:
         measured = {n: solving(*pairs[n], solve_threshold) for n in names}
