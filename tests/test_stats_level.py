@@ -143,7 +143,7 @@ def test_the_plan_reports_power_from_the_simulation():
 def test_the_plans_seed_count_comes_from_the_real_list_of_conclusions():
     """Issue 37: with spec_fixes the gap family has 5 tests, not 3: 8 seeds are needed, not 7;
     with the stand-in and two environments the list holds 8 comparisons pooled and per
-    environment, 24 tests: 10 seeds."""
+    environment, the equivalence and the paired difference per environment, 27 tests: 11 seeds."""
     import dataclasses
 
     from test_verify_plan import pair
@@ -159,7 +159,7 @@ def test_the_plans_seed_count_comes_from_the_real_list_of_conclusions():
     assert power["seeds_needed"] == 8 and power["level"] == pytest.approx(0.01)
     stand_in = [dataclasses.replace(r, arm="stand_in") for r in plan.runs if r.arm == "baseline"]
     full = dataclasses.replace(with_spec, runs=with_spec.runs + stand_in, envs=["CartpoleBalance", "CartpoleSwingup"])
-    assert full.tests_in_list() == 24 and stats.seeds_needed(0.05 / 24) == 10
+    assert full.tests_in_list() == 27 and stats.seeds_needed(0.05 / 27) == 11
 
 
 # -- non-exchangeable nulls: equal means, different shapes -------------------------------------

@@ -335,13 +335,16 @@ class Plan:
 
     def tests_in_list(self) -> int:
         """How many tests the list of conclusions holds under one Holm: every gap and stand_in
-        comparison this plan's arms allow, pooled and, with several environments, on each
-        (as runner.verdicts decides them)."""
+        comparison this plan's arms allow, pooled and, with several environments, on each, and
+        with the stand-in its equivalence and paired difference per environment (runner.judge)."""
         from .runner import GAP_COMPARISONS, STAND_IN_COMPARISONS
 
         arms = set(self.arms())
         rows = sum(1 for table in (GAP_COMPARISONS, STAND_IN_COMPARISONS) for x, y in table.values() if {x, y} <= arms)
-        return rows * (1 + len(self.envs)) if len(self.envs) > 1 else rows
+        tests = rows * (1 + len(self.envs)) if len(self.envs) > 1 else rows
+        if {STAND_IN, REFERENCE} <= arms:  # the equivalence and the paired difference per environment
+            tests += 1 + len(self.envs)
+        return tests
 
     def power(self, sims: int = 400) -> dict[str, Any]:
         """What this seed count can detect, simulated on the verdict's own test (stats.power_table):
