@@ -68,6 +68,22 @@ ARM_GROUPS = {
 }
 DEFAULT_ARM_GROUPS = ("gap", "loo")
 
+# (x, y) of the gap family: x - y, so a positive difference means x scores higher (runner.verdicts
+# decides them; here so that a plan can count the tests its list of conclusions holds).
+GAP_COMPARISONS = {
+    "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
+    "reference_vs_baseline": (REFERENCE, BASELINE),
+    "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
+    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
+    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
+}
+# (x, y) of the stand_in family: the same gap measured against the stand-in
+STAND_IN_COMPARISONS = {
+    "stand_in_vs_baseline": (STAND_IN, BASELINE),
+    "stand_in_vs_all_fixes": (STAND_IN, ALL_FIXES),
+    "stand_in_vs_spec_fixes": (STAND_IN, SPEC_FIXES),
+}
+
 # Named plan sizes; explicit flags override their values ("overrides" merge under --set). `cpu`
 # answers the gap question (baseline, all_fixes, reference) on a 2-core CPU in under 30
 # minutes at the seed-era refs; its sizes were chosen by measuring what learns within that
@@ -337,8 +353,6 @@ class Plan:
         """How many tests the list of conclusions holds under one Holm: every gap and stand_in
         comparison this plan's arms allow, pooled and, with several environments, on each, and
         with the stand-in its equivalence and paired difference per environment (runner.judge)."""
-        from .runner import GAP_COMPARISONS, STAND_IN_COMPARISONS
-
         arms = set(self.arms())
         rows = sum(1 for table in (GAP_COMPARISONS, STAND_IN_COMPARISONS) for x, y in table.values() if {x, y} <= arms)
         tests = rows * (1 + len(self.envs)) if len(self.envs) > 1 else rows

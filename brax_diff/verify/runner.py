@@ -34,30 +34,15 @@ from ..facts.model import dumps
 from ..safety.io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, STAND_IN, TORCH, Plan,
-                   RunSpec, check_executor, units)
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, GAP_COMPARISONS, REFERENCE, SPEC_FIXES,
+                   STAND_IN, STAND_IN_COMPARISONS, TORCH, Plan, RunSpec, check_executor, units)
 from .settings import TrainerSettings
 from .worker import Progress, Runner, configure_cpu_process, pick_device, quiet_xla_logs, run_worker_unit, start_worker
 
 CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-diff verify --plan` estimates "
             "the time, and --preset cpu sizes a plan for a 2-core machine")
 
-# (x, y) of the gap family: x - y, so a positive difference means x scores higher.
 UNBOUNDED = "unbounded"  # verify.json's closed_fraction when its interval is the whole line
-
-GAP_COMPARISONS = {
-    "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
-    "reference_vs_baseline": (REFERENCE, BASELINE),
-    "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
-    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
-    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
-}
-# (x, y) of the stand_in family: the same gap measured against the stand-in
-STAND_IN_COMPARISONS = {
-    "stand_in_vs_baseline": (STAND_IN, BASELINE),
-    "stand_in_vs_all_fixes": (STAND_IN, ALL_FIXES),
-    "stand_in_vs_spec_fixes": (STAND_IN, SPEC_FIXES),
-}
 
 
 @dataclass
