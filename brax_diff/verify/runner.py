@@ -6,14 +6,16 @@ it is never silently dropped. Finished runs come from the cache, so an interrupt
 
 The statistics compare only runs of one ``score_kind`` and one env-step count, and use the
 seeds every compared arm finished (seed i of each arm shares reset keys and, where the shapes
-allow, initial weights). Three families, each corrected on its own (Holm-Bonferroni):
+allow, initial weights). Families (Holm-Bonferroni):
 
 * ``gap``: all_fixes (trainer-level, code changes included) vs baseline, reference vs baseline,
   reference vs all_fixes, and where planned spec_fixes (the variant ``brax-diff fix`` writes)
   vs baseline and reference vs spec_fixes;
 * ``stand_in``: the gap against the stand-in (Brax's settings and loss semantics in this
   trainer), where planned: stand_in vs baseline, all_fixes and spec_fixes. It reads as the gap
-  against Brax only as far as the stand-in is shown to be Brax's trainer (``equivalence``);
+  against Brax only as far as the stand-in is shown to be Brax's trainer (``equivalence``).
+  gap and stand_in are the report's list of conclusions: one Holm over both, each row pooled
+  and per environment, with the stand-in's equivalence and paired differences (:func:`judge`);
 * ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
 * ``variants``: variant:<key> vs baseline.
 """
@@ -581,7 +583,7 @@ def _equivalence(entry: dict[str, Any]) -> str:
     low, high = paired["ci"]
     return (f"{tost}; paired over {paired['seeds']} seeds: Δ {paired['difference']:+.1f} [{low:+.1f}, {high:+.1f}], "
             f"p {paired['p']:.3g}, stand_in lower in {paired['lower_in']}: "
-            f"{'different' if paired['p'] < paired['alpha'] else 'no difference resolved'}")
+            f"{'different' if paired['p'] <= paired.get('level', paired['alpha']) else 'no difference resolved'}")
 
 
 def render(result: VerifyResult) -> str:
@@ -616,9 +618,10 @@ def render(result: VerifyResult) -> str:
         lines.append("comparisons (Δ = first - second, each interval at its test's level):")
         lines.extend(f"  {entry['family']:<8} {_comparison(entry)}" for entry in others)
     if result.equivalence:
-        lines.append(f"stand_in vs reference (Δ = stand_in - reference): equivalent within "
-                     f"±{result.equivalence['margin']:g} (TOST at {result.equivalence['alpha']:g})? and different at all "
-                     "(paired sign-flip)?")
+        same = result.equivalence
+        margins = ", ".join(f"±{e['margin']:.3g} on {env}" for env, e in same["envs"].items())
+        lines.append(f"stand_in vs reference (Δ = stand_in - reference): equivalent within {margins} (paired TOST at "
+                     f"{same.get('level') or same['alpha']:.3g})? and different at all (paired sign-flip)?")
         for env, entry in result.equivalence["envs"].items():
             lines.append(f"  {env}  {_equivalence(entry)}")
     for failed in result.failed:

@@ -6,15 +6,13 @@ Descriptive, as rliable (Agarwal et al., 2021) defines them: the IQM (mean of th
 50%, ``trim_mean(x, 0.25)``), the stratified bootstrap (runs resampled within each task)
 and the probability of improvement (Mann-Whitney, ties 1/2, averaged over tasks).
 
-The **test** behind a verdict compares arm means (Colas et al. 2018 recommend Welch's
-t-test at few seeds). The standard error of a difference comes from the stratified
-bootstrap (each stratum's replicate variance scaled by n/(n-1), the bootstrap's known
-small-sample shrinkage), the quantiles from Student's t with Welch-Satterthwaite degrees
-of freedom. The bootstrap's *percentile* interval is not used for decisions: at 2-5 seeds it
-is too narrow (measured here: 33% false positives at 2 seeds, 17% across 20 keys at 5
-seeds, where this test stays at or under 5%; ``tests/test_verify_stats.py`` re-measures it).
-Several comparisons against one baseline are one family, corrected with Holm-Bonferroni
-(:func:`holm_levels`); every interval is reported at the level its test was held to.
+The **test** behind a verdict is paired by seed (below, "the paired test"): the sign-flip
+permutation test and the paired bootstrap-t, decisive where all reject. The unpaired
+bootstrap-Welch difference (:func:`difference`, the stratified bootstrap's SE with Welch
+degrees of freedom) is kept for descriptive use; the bootstrap's *percentile* interval is not
+used for decisions (at 2-5 seeds it is too narrow: ``tests/test_verify_stats.py``). A list of
+comparisons is one family, corrected with Holm-Bonferroni (:func:`holm_levels`); every
+interval is reported at the level its test was held to.
 """
 
 from __future__ import annotations
@@ -571,14 +569,15 @@ SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclu
 
 @dataclass(frozen=True)
 class Verdict:
-    """One comparison of a family, decided at its Holm level by the paired sign-flip test.
+    """One comparison of a family, decided at its Holm level by the paired test (TEST_NAME).
 
     ``supported``: the test rejects and mean(x) - mean(y) > 0 (x, the arm with the fix, scores
     higher); ``not_supported``: it rejects and the difference is negative; ``inconclusive``:
     it does not reject. ``ci`` is the test inverted at the same level (None when the test
     cannot reject at this seed count). ``min_detectable_effect``: the smallest true
-    difference this seed count finds with 80 % probability at the same level, simulated from
-    the observed differences' own shape. ``solving``: the probability-of-solving measure,
+    shift this seed count finds with 80 % probability at the same level, simulated from the
+    observed differences' own shape; ``min_detectable_solve_share``: the smallest share of
+    seeds that must newly solve to be found so. ``solving``: the probability-of-solving measure,
     decided in a family of its own.
     """
 
