@@ -141,7 +141,7 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     assert "Learning curves: [CartpoleBalance](../verify/plots/CartpoleBalance-gap.png)." in section_text
     loo = [line for line in rows if line.startswith("| [`")]
     assert loo[0].startswith("| [`learning_rate`](../verify/plots/CartpoleBalance-loo-learning_rate.png) | +418")
-    assert loo[1].startswith("| [`clip_epsilon`]") and ("not resolved: a true shift of ±45 or more would have been found "
+    assert loo[1].startswith("| [`clip_epsilon`]") and ("not resolved: a true shift of ±45.6 or more would have been found "
                                                           "with 80% probability, an effect of more seeds solving only if "
                                                           "70% or more of them newly solve") in loo[1]
     clip = section(md, "### 12. Clipping epsilon")
