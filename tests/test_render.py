@@ -128,7 +128,9 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     md = render_markdown(model(verification=entries))
     section_text = section(md, "## Verification")
     assert "10 seeds per arm, every arm stopped at 1,600 env steps" in section_text
-    assert "exact sign-flip permutation test of the mean paired difference" in section_text
+    assert ("decisive only where the exact sign-flip permutation test and the paired bootstrap-t (symmetric and "
+            "equal-tailed) of the mean paired difference all reject") in section_text
+    assert "one list held under one Holm-Bonferroni at 5 % (3 tests)" in section_text
     assert "4 full episodes of the stochastic policy" in section_text
     rows = [line for line in section_text.splitlines() if line.startswith("| ")]
     assert rows[2].startswith("| SLM-Lab's settings (baseline) vs Brax's trainer (reference) | -550 |")
@@ -139,7 +141,9 @@ def test_verification_leads_with_the_gap_and_joins_each_key(tmp_path):
     assert "Learning curves: [CartpoleBalance](../verify/plots/CartpoleBalance-gap.png)." in section_text
     loo = [line for line in rows if line.startswith("| [`")]
     assert loo[0].startswith("| [`learning_rate`](../verify/plots/CartpoleBalance-loo-learning_rate.png) | +418")
-    assert loo[1].startswith("| [`clip_epsilon`]") and "not resolved: a true difference of ±40.1 or more would have been found (80% power)" in loo[1]
+    assert loo[1].startswith("| [`clip_epsilon`]") and ("not resolved: a true shift of ±45.6 or more would have been found "
+                                                          "with 80% probability, an effect of more seeds solving only if "
+                                                          "70% or more of them newly solve") in loo[1]
     clip = section(md, "### 12. Clipping epsilon")
     assert "| Fix | Verification |" in clip
     assert "[inconclusive](../verify/plots/CartpoleBalance-loo-clip_epsilon.png) at 10 seeds, loo" in clip

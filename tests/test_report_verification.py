@@ -33,7 +33,10 @@ def test_resolved_comparisons_are_what_may_be_concluded_and_no_stand_in_comes_fi
     assert any(line.startswith("Every expressible fix, trainer-level, code changes included (all_fixes) vs SLM-Lab's "
                                "settings (baseline): all_fixes scores higher, by 438 (") for line in said["may"])
     assert said["may_not"][0].startswith("No stand-in ran (`--arms gap,stand_in` runs it)")
-    assert said["may_not"][-1].startswith("What happens at SLM-Lab's own operating point: these runs are scaled to a CPU")
+    assert said["may_not"][-1].startswith("What happens at SLM-Lab's own operating point: these runs measure another "
+                                          "regime (1,600 env steps a run), in which the arms make baseline 10, "
+                                          "all_fixes 10, reference 5 updates.")
+    assert "not the published gap" in said["may_not"][-1]
 
 
 def test_a_stand_in_not_shown_equivalent_is_said_first_with_its_difference():
@@ -90,7 +93,8 @@ def test_an_unresolved_gap_says_what_its_seeds_could_have_found_and_no_fraction(
     said = entries(result, runs)["conclusions"]["may_not"]
     unresolved = next(line for line in said if line.startswith("SLM-Lab's settings (baseline) vs Brax's trainer"))
     assert "not resolved at 10 paired seeds (mean difference -39)" in unresolved
-    assert "or more would have been found with 80% probability, a smaller one would not." in unresolved
+    assert "or more would have been found with 80% probability, an effect of more seeds solving only if " in unresolved
+    assert unresolved.endswith("of them newly solve, a smaller one would not.")
     assert ("How much of the gap the fixes close: the gap itself is not resolved, so the fraction is unbounded."
             in said)
 
@@ -125,6 +129,28 @@ def test_a_bounded_fraction_is_concluded_only_when_its_interval_excludes_zero():
     runs = [dataclasses.replace(r, score=260.0 + 300.0 * noise[r.spec.seed]) if r.spec.arm == "all_fixes" else r
             for r in result.results]
     said = entries(result, runs)["conclusions"]
-    assert "Whether the fixes (all_fixes) close any of the gap: the fraction 0.0727 [-0.337, 0.481] at 95% " \
+    # Fieller on the paired per-seed differences, at the level of the gap's own row
+    assert "Whether the fixes (all_fixes) close any of the gap: the fraction 0.0727 [-0.465, 0.61] at 98.33% " \
            "(Fieller) holds 0." in said["may_not"]
     assert not any("move SLM-Lab's score" in line for line in said["may"])
+
+
+def test_a_pooled_row_whose_environments_disagree_in_sign_is_read_per_environment():
+    """Issue 37: spec_fixes was +59 on one environment and -13 on the other; the pooled row
+    described neither. Per environment rows are decided in the same Holm as the pooled ones and
+    shown where the signs disagree."""
+    import json
+
+    committed = Path(__file__).resolve().parent.parent / "reports" / "phase5-seed" / "verify" / "verify.json"
+    model = verification_entries(json.loads(committed.read_text()), Path("."), Path("."))
+    gap = model["gap"]
+    assert "spec_fixes_vs_reference" in gap["sign_disagrees"]
+    envs = gap["per_env"]["spec_fixes_vs_reference"]
+    assert envs["CartpoleSwingup"]["delta"] > 0 > envs["CartpoleBalance"]["delta"]
+    said = model["conclusions"]
+    assert any(line.startswith("The spec variant `brax-diff fix` writes (spec_fixes) vs Brax's trainer (reference), "
+                               "pooled over the environments: their differences have opposite signs")
+               for line in said["may_not"])
+    # 8 rows, pooled and on each of 2 environments, the equivalence and the paired difference per environment
+    assert model["protocol"]["tests_in_list"] == 27
+    assert all(e["tests_in_family"] == 27 for name, e in gap.items() if isinstance(e, dict) and "tests_in_family" in e)

@@ -207,9 +207,9 @@ def _recorded(built, scores):
 
 
 def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
-    """Issue 23: the gap against the reference and against the stand-in. The stand-in family is
-    corrected on its own (Holm over its comparisons), and each of its rows reads "<arm> vs
-    stand_in", the way the rows against the reference read."""
+    """Issue 23: the gap against the reference and against the stand-in. Each stand-in row reads
+    "<arm> vs stand_in", the way the rows against the reference read; issue 37: both families
+    are one list of conclusions, held under one Holm (3 gap + 2 stand_in comparisons here)."""
     from brax_diff.verify.runner import equivalence, gap_summary, verdicts
 
     built = build_plan(extraction("brax", BRAX_WITH_SEMANTICS), extraction("slm", SLM_WITH_SEMANTICS),
@@ -222,7 +222,7 @@ def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
     decided = verdicts(built, runs)
     family = {v["name"]: v for v in decided if v["family"] == "stand_in"}
     assert sorted(family) == ["stand_in_vs_all_fixes", "stand_in_vs_baseline"]  # no spec_fixes arm planned
-    assert {v["tests_in_family"] for v in family.values()} == {2}
+    assert {v["tests_in_family"] for v in family.values()} == {5}
     assert family["stand_in_vs_baseline"]["delta"] == pytest.approx(770.0 - 220.0)
     assert family["stand_in_vs_baseline"]["verdict"] == "supported"
     gap = gap_summary(built, runs, decided)
@@ -230,8 +230,7 @@ def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
     assert (behind["arm"], behind["vs"], behind["verdict"]) == ("baseline", "stand_in", "not_supported")
     assert behind["delta"] == pytest.approx(220.0 - 770.0) and behind["ci"][1] < 0
     assert gap["all_fixes_vs_stand_in"]["delta"] == pytest.approx(658.0 - 770.0)
-    # the gap family is what it was: the stand-in adds no test to it
-    assert {v["tests_in_family"] for v in decided if v["family"] == "gap"} == {3}
+    assert {v["tests_in_family"] for v in decided if v["family"] == "gap"} == {5}
     same = equivalence(built, runs)
     assert same["envs"]["CartpoleBalance"]["equivalent"] is True and same["equivalent"] is True
     paired = same["envs"]["CartpoleBalance"]["paired_difference"]
@@ -258,3 +257,23 @@ def test_a_difference_inside_the_margin_is_still_said_to_be_a_difference():
     # at 5 seeds the smallest two-sided p is 1/16: said, never a p that cannot occur
     few = paired_difference(stand_in[:5], reference[:5])
     assert few["p"] is None and few["ci"] is None and "cannot reject at 0.05" in few["reason"]
+
+
+def test_the_equivalence_and_the_paired_difference_join_the_list_of_conclusions_holm():
+    """Issue 37: every claim the conclusions list is under one Holm: the stand-in's
+    equivalence (one intersection-union test) and its paired difference per environment are
+    two more tests beside the 5 comparisons, and "equivalent" holds only at the level it gets."""
+    from brax_diff.verify.runner import judge
+
+    built = build_plan(extraction("brax", BRAX_WITH_SEMANTICS), extraction("slm", SLM_WITH_SEMANTICS),
+                       envs=["CartpoleBalance"], seeds=10, budget=1600, arms=("gap", "stand_in"))
+    scores = {"baseline": [210.0, 230.0, 190.0, 250.0, 220.0] * 2,
+              "all_fixes": [640.0, 700.0, 610.0, 680.0, 660.0] * 2,
+              "reference": [760.0, 800.0, 720.0, 780.0, 790.0] * 2,
+              "stand_in": [770.0, 790.0, 735.0, 770.0, 785.0] * 2}
+    decided, same = judge(built, _recorded(built, scores))
+    assert {v["tests_in_family"] for v in decided} == {7}
+    test = same["envs"]["CartpoleBalance"]
+    assert same["p"] == max(test["p_lower"], test["p_upper"])
+    assert 0.05 / 7 <= same["level"] <= 0.05 + 1e-12 and same["equivalent"] is (same["p"] <= same["level"])
+    assert 0.05 / 7 <= test["paired_difference"]["level"] <= 0.05 + 1e-12  # stats.ALPHA is 1 - 0.95

@@ -142,18 +142,20 @@ def test_the_text_result_shows_every_arms_score_and_every_verdict():
     assert lines[1] == "scores (mean of the finished seeds, 95% interval):"
     assert lines[2].split() == ["CartpoleBalance", "baseline", "220.0", "[204.9,", "235.1]", "n=10"]
     assert lines[6].split() == ["CartpoleBalance", "reference", "770.0", "[748.7,", "791.3]", "n=10"]
-    # the paired sign-flip test inverted at the Holm level: all ten differences positive
-    assert lines[10].split() == ["all_fixes", "-", "baseline", "+438.0", "[+425.0,", "+456.7]", "at", "98.3%",
+    # the verdict's tests inverted at the Holm level (the union of the sign-flip and bootstrap-t
+    # intervals): all ten differences positive
+    assert lines[10].split() == ["all_fixes", "-", "baseline", "+438.0", "[+409.2,", "+469.1]", "at", "98.3%",
                                  "supported", "n=10"]
-    assert "  fraction of the gap the fixes close: 0.80 [0.75, 0.85]" in lines
-    assert "  loo      all_fixes - loo:learning_rate      +418.0 [+405.0, +435.0] at 97.5%  supported  n=10" in lines
+    # Fieller on the paired differences, at the level of the gap's own row
+    assert "  fraction of the gap the fixes close: 0.80 [0.78, 0.81] at 95.0% (Fieller)" in lines
+    assert "  loo      all_fixes - loo:learning_rate      +418.0 [+389.3, +447.6] at 97.5%  supported  n=10" in lines
     # without the reference arm there is no gap summary: its family's verdicts are still shown
     result = synthetic_result()
     runs = [r for r in result.results if r.spec.arm != "reference"]
     plan = dataclasses.replace(result.plan, runs=[r for r in result.plan.runs if r.arm != "reference"])
     decided = verdicts(plan, runs)
     text = render(VerifyResult(plan, runs, decided, gap_summary(plan, runs, decided)))
-    assert "  gap      all_fixes - baseline               +438.0 [+426.0, +450.0] at 95.0%  supported  n=10" in text
+    assert "  gap      all_fixes - baseline               +438.0 [+416.2, +466.7] at 95.0%  supported  n=10" in text
     assert "reference" not in text
 
 

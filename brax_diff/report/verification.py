@@ -74,9 +74,21 @@ def reading(entry: dict) -> str:
         return f"{x} scores higher"
     if entry.get("verdict") == "not_supported":
         return f"{x} scores lower"
+    return "not resolved" + (f": {would_find(entry)}" if would_find(entry) else "")
+
+
+def would_find(entry: dict) -> str:
+    """What the seeds could have found, simulated on the verdict's own test: a location shift,
+    and (where measured) an effect made of more seeds solving."""
     mde = entry.get("min_detectable_effect")
-    return "not resolved" + (f": a true difference of ±{mde:.3g} or more would have been found (80% power)"
-                             if mde else "")
+    if not mde:
+        return ""
+    out = f"a true shift of ±{mde:.3g} or more would have been found with 80% probability"
+    if "min_detectable_solve_share" in entry:
+        share = entry["min_detectable_solve_share"]
+        out += (f", an effect of more seeds solving only if {share:.0%} or more of them newly solve" if share is not None
+                else ", an effect of more seeds solving not even if every seed newly solved")
+    return out
 
 
 def _number(value: Any) -> bool:
@@ -87,12 +99,15 @@ def _typed(entry: dict) -> dict:
     """The fields of one verdict the report shows, each of the type it needs; a field of
     another type is left out rather than shown wrong (or crashing the rendering)."""
     out: dict[str, Any] = {}
-    for name in ("family", "arm", "vs", "key", "verdict", "reason"):
+    for name in ("family", "arm", "vs", "key", "verdict", "reason", "env"):
         if isinstance(entry.get(name), str):
             out[name] = entry[name]
     for name in ("delta", "ci_level", "p", "min_detectable_effect", "mean_x", "mean_y"):
         if _number(entry.get(name)):
             out[name] = entry[name]
+    if "min_detectable_solve_share" in entry and (entry["min_detectable_solve_share"] is None
+                                                  or _number(entry["min_detectable_solve_share"])):
+        out["min_detectable_solve_share"] = entry["min_detectable_solve_share"]
     for name in ("seeds", "tests_in_family"):
         if isinstance(entry.get(name), int) and not isinstance(entry.get(name), bool):
             out[name] = entry[name]
@@ -112,7 +127,7 @@ def _equivalence(raw: Any) -> dict | None:
             continue
         row: dict[str, Any] = {"env": str(env), "equivalent": test.get("equivalent")
                                if test.get("equivalent") in (True, False) else None}
-        for name in ("difference", "p_lower", "p_upper"):
+        for name in ("difference", "p_lower", "p_upper", "margin"):
             if _number(test.get(name)):
                 row[name] = test[name]
         for name in ("n_stand_in", "n_reference"):
@@ -125,11 +140,16 @@ def _equivalence(raw: Any) -> dict | None:
                 and isinstance(paired.get("ci"), list) and len(paired["ci"]) == 2 and all(map(_number, paired["ci"]))
                 and isinstance(paired.get("seeds"), int)):
             row["paired"] = {name: paired[name] for name in ("difference", "p", "ci", "seeds")}
-            row["paired"]["different"] = paired["p"] < (paired.get("alpha") if _number(paired.get("alpha")) else 0.05)
+            # held at its level in the list of conclusions' Holm where verify put it there
+            level = paired.get("level") if _number(paired.get("level")) else (
+                paired.get("alpha") if _number(paired.get("alpha")) else 0.05)
+            row["paired"]["different"] = paired["p"] <= level if _number(paired.get("level")) else paired["p"] < level
         envs.append(row)
     return {"margin": raw.get("margin") if _number(raw.get("margin")) else None,
             "alpha": raw.get("alpha") if _number(raw.get("alpha")) else None,
+            "level": raw.get("level") if _number(raw.get("level")) else None,
             "equivalent": raw.get("equivalent") if raw.get("equivalent") in (True, False) else None, "envs": envs,
+            "margin_rule": raw.get("margin_rule") if isinstance(raw.get("margin_rule"), str) else None,
             # a verify.json from before the paired test reads (and renders) as it did
             **({"paired": True} if any("paired" in row for row in envs) else {})}
 
@@ -168,17 +188,31 @@ def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol:
         failed = [e for e in equivalence["envs"] if e["equivalent"] is False]
         untested = [e for e in equivalence["envs"] if e["equivalent"] is None]
         different = [e for e in equivalence["envs"] if e.get("paired", {}).get("different")]
+        rule = equivalence.get("margin_rule")
+        within = (", ".join(f"±{e['margin']:.3g} on {e['env']}" for e in equivalence["envs"] if "margin" in e)
+                  + f" (the margin {rule})") if rule else f"±{margin:g} on every environment"
+        paired = [e for e in equivalence["envs"] if "paired" in e]
+        reading = ("Paired by seed, stand_in − reference is " + "; ".join(
+            f"{_pm(e['paired']['difference'])} [{_pm(e['paired']['ci'][0])}, {_pm(e['paired']['ci'][1])}] on {e['env']}"
+            for e in paired) + " (95 %, " + f"{paired[0]['paired']['seeds']} seeds): " if paired else "")
         if equivalence["equivalent"] is True:
-            may.append(f"The stand-in (Brax's settings and loss semantics in the PyTorch trainer) scores as Brax's own "
-                       f"trainer does, within ±{margin:g} on every environment (two one-sided tests at "
-                       f"{equivalence.get('alpha') or 0.05:g}): the gap against it is the gap against Brax"
+            may.append(f"{reading}the stand-in (Brax's settings and loss semantics in the PyTorch trainer) scores as "
+                       f"Brax's own trainer does, within {within} (two one-sided tests at "
+                       f"{equivalence.get('level') or equivalence.get('alpha') or 0.05:.3g}): the gap against it is "
+                       "the gap against Brax"
                        + (", to within that margin." if different else "."))
+            may[-1] = may[-1][:1].upper() + may[-1][1:]
         else:
             what = "; ".join(f"{e['env']} {_pm(e['difference'])}" for e in failed if "difference" in e)
+            level = equivalence.get("level")
+            margins = ", ".join(f"±{e['margin']:.3g} on {e['env']}" for e in failed if "margin" in e)
             may_not.append(
-                "**The stand-in is not shown to be Brax's trainer**: "
-                + (f"its scores are not shown within ±{margin:g} of the reference's on "
-                   f"{', '.join(e['env'] for e in failed)} (mean stand_in − reference: {what})" if failed else "")
+                "**The stand-in is not shown to be Brax's trainer**"
+                + (f" at the level the list's Holm holds it to ({level:.3g})" if level else "") + ": "
+                + (reading[:1].lower() + reading[1:] if failed and paired else "")
+                + (f"its scores are not shown within {margins if rule else f'±{margin:g}'} of the reference's on "
+                   f"{', '.join(e['env'] for e in failed)}" + ("" if paired else f" (mean stand_in − reference: {what})")
+                   if failed else "")
                 + ("; " if failed and untested else "")
                 + (f"{', '.join(e['env'] for e in untested)}: too few runs to test" if untested else "")
                 + ". A gap against the reference then mixes SLM-Lab's differences with differences between the two "
@@ -194,46 +228,72 @@ def conclusions(gap: dict, rows: list[dict], equivalence: dict | None, protocol:
         may_not.append("No stand-in ran (`--arms gap,stand_in` runs it): a gap against Brax's trainer mixes SLM-Lab's "
                        "differences with differences between the two trainers.")
     seeds = gap.get("seeds")
+    per_env = gap.get("per_env") or {}
+    disagree = set(gap.get("sign_disagrees") or [])
     for row in rows:
-        entry = gap.get(row["name"]) or {}
         title = row["title"][:1].upper() + row["title"][1:]  # a sentence of its own
-        n = entry.get("seeds", seeds)
-        if entry.get("verdict") in ("supported", "not_supported") and "ci" in entry:
-            higher = "higher" if entry["verdict"] == "supported" else "lower"
-            may.append(f"{title}: {entry.get('arm', 'the first')} scores {higher}, by {abs(entry['delta']):.4g} "
-                       f"([{entry['ci'][0]:.4g}, {entry['ci'][1]:.4g}] at {entry['ci_level']:.1%}, {n} paired seeds).")
-        elif "delta" in entry:
-            mde = entry.get("min_detectable_effect")
-            may_not.append(f"{title}: not resolved at {n} paired seeds (mean difference {_pm(entry['delta'])})"
-                           + (f"; a true difference of ±{mde:.3g} or more would have been found with 80% probability, "
-                              "a smaller one would not" if mde else "") + ".")
+        entries = [(None, gap.get(row["name"]) or {})]
+        if row["name"] in disagree:  # the pooled row hides opposite signs: each environment instead
+            entries = sorted(per_env.get(row["name"], {}).items())
+        else:  # a resolved environment is a conclusion of the same list
+            entries += [(env, e) for env, e in sorted(per_env.get(row["name"], {}).items())
+                        if e.get("verdict") in ("supported", "not_supported")]
+        for env, entry in entries:
+            where = f" on {env}" if env else (" (pooled over the environments)" if per_env.get(row["name"]) else "")
+            n = entry.get("seeds", seeds)
+            if entry.get("verdict") in ("supported", "not_supported") and "ci" in entry:
+                higher = "higher" if entry["verdict"] == "supported" else "lower"
+                may.append(f"{title}{where}: {entry.get('arm', 'the first')} scores {higher}, by "
+                           f"{abs(entry['delta']):.4g} ([{entry['ci'][0]:.4g}, {entry['ci'][1]:.4g}] at "
+                           f"{entry['ci_level']:.1%}, {n} paired seeds).")
+            elif "delta" in entry:
+                found = would_find(entry)
+                may_not.append(f"{title}{where}: not resolved at {n} paired seeds (mean difference "
+                               f"{_pm(entry['delta'])})" + (f"; {found}, a smaller one would not" if found else "")
+                               + ".")
+        if row["name"] in disagree:
+            signs = ", ".join(f"{env} {_pm(e['delta'])}" for env, e in sorted(per_env[row["name"]].items())
+                              if "delta" in e)
+            may_not.append(f"{title}, pooled over the environments: their differences have opposite signs ({signs}), "
+                           "so the pooled difference describes neither.")
     fraction, interval = gap.get("closed_fraction"), gap.get("closed_fraction_ci")
+    level = gap.get("closed_fraction_level") if _number(gap.get("closed_fraction_level")) else 0.95
     if fraction == "unbounded":
         may_not.append("How much of the gap the fixes close: the gap itself is not resolved, so the fraction is "
                        "unbounded.")
     elif _number(fraction) and interval:
-        span = f"{fraction:.3g} [{interval[0]:.3g}, {interval[1]:.3g}] at 95% (Fieller)"
+        shown = f"{level:.0%}" if abs(level * 100 - round(level * 100)) < 1e-9 else f"{level:.2%}"
+        span = f"{fraction:.3g} [{interval[0]:.3g}, {interval[1]:.3g}] at {shown} (Fieller)"
         if interval[0] > 0 or interval[1] < 0:
             may.append(f"The fixes (all_fixes) move SLM-Lab's score toward Brax's trainer's by a fraction {span} of "
                        "the gap" if interval[0] > 0 else
                        f"The fixes (all_fixes) move SLM-Lab's score away from Brax's trainer's: fraction {span}.")
         else:
             may_not.append(f"Whether the fixes (all_fixes) close any of the gap: the fraction {span} holds 0.")
-    envs = protocol.get("envs") or []
+    may_not.append(regime(protocol))
+    return {"may": may, "may_not": may_not}
+
+
+def regime(protocol: dict) -> str:
+    """What regime the runs measure, against SLM-Lab's own operating point: the scale, the share
+    of SLM-Lab's budget, how many updates each trainer makes; their ranking is not the
+    published gap."""
     scale = []
     if protocol.get("num_envs"):
         scale.append(f"{protocol['num_envs']} envs")
-    if protocol.get("env_steps"):
-        scale.append(f"{protocol['env_steps']:,} env steps")
     scale += [f"{k}={v}" for k, v in sorted((protocol.get("overrides") or {}).items())]
-    if len(envs) > 1:
-        may_not.append(f"Any one environment alone: each comparison averages the paired difference over "
-                       f"{', '.join(envs)}; the table below gives each environment's means, not a test of each.")
-    may_not.append(f"What happens at SLM-Lab's own operating point: these runs are scaled to a CPU"
-                   + (f" ({', '.join(scale)})" if scale else "")
-                   + "; a difference resolved here matters at this scale, and one not resolved here may still "
-                     "matter at 2048 envs and the full budget.")
-    return {"may": may, "may_not": may_not}
+    steps, budget = protocol.get("env_steps"), protocol.get("slm_budget")
+    if steps:
+        scale.append(f"{steps:,} env steps a run"
+                     + (f" ({steps / budget:.2%} of SLM-Lab's {budget:,})" if budget else ""))
+    updates = protocol.get("updates") or {}
+    said = ", ".join(f"{arm} {n}" for arm, n in updates.items())
+    return ("What happens at SLM-Lab's own operating point: these runs measure another regime"
+            + (f" ({', '.join(scale)})" if scale else "")
+            + (f", in which the arms make {said} updates" if said else "")
+            + ". Early in training the trainer that updates more often leads, so their ranking is what this "
+              "regime predicts, not the published gap; a difference not resolved here may still matter at 2,048 envs "
+              "and the full budget.")
 
 
 def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict:
@@ -245,6 +305,16 @@ def _entry(entry: dict, result_dir: Path, report_dir: Path, plots: dict) -> dict
     if plot:
         out["plot"] = _link(result_dir, report_dir, plot)
     return out
+
+
+def _updates(plan: dict, envs: list[str]) -> dict[str, int]:
+    """Updates per run of each arm on the first environment (budget / env steps per update)."""
+    steps = plan.get("update_steps") if isinstance(plan.get("update_steps"), dict) else {}
+    first = steps.get(envs[0]) if envs and isinstance(steps.get(envs[0]), dict) else {}
+    budget = plan.get("budget")
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return {}
+    return {arm: budget // n for arm, n in first.items() if isinstance(n, int) and n > 0 and ":" not in arm}
 
 
 def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> dict:
@@ -265,6 +335,18 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
         if isinstance(raw_gap.get(name), dict):
             row = _typed(raw_gap[name])
             gap[name] = dict(row, reading=reading(row))
+    if isinstance(raw_gap.get("per_env"), dict):
+        gap["per_env"] = {}
+        for name, envs in raw_gap["per_env"].items():
+            if name in gap and isinstance(envs, dict):
+                gap["per_env"][name] = {}
+                for env, entry in envs.items():
+                    if isinstance(entry, dict):
+                        row = _typed(entry)
+                        gap["per_env"][name][str(env)] = dict(row, reading=reading(row))
+        gap["sign_disagrees"] = [n for n in raw_gap.get("sign_disagrees") or [] if n in gap["per_env"]]
+    if _number(raw_gap.get("closed_fraction_level")):
+        gap["closed_fraction_level"] = raw_gap["closed_fraction_level"]
     for name in ("closed_fraction", "baseline_mean", "all_fixes_mean", "reference_mean"):
         if _number(raw_gap.get(name)):
             gap[name] = raw_gap[name]
@@ -316,6 +398,12 @@ def verification_entries(result: dict, result_dir: Path, report_dir: Path) -> di
             "runs": len(runs), "failed": sum(1 for r in runs if r.get("status") != "ok"),
             "throughput": throughput,
             # the fixes all_fixes moved: each would be one leave-one-out arm
+            "slm_budget": next((a.get("slm") for a in plan.get("ablations", []) if isinstance(a, dict)
+                                and a.get("key") == "training_env_steps" and _number(a.get("slm"))), None)
+            if isinstance(plan.get("ablations"), list) else None,
+            "updates": _updates(plan, envs),
+            "tests_in_list": max((e.get("tests_in_family", 0) for e in entries if e.get("family") in ("gap", "stand_in")),
+                                 default=0),
             "fixes_moved": len({a.get("key") for a in plan.get("ablations", []) if isinstance(a, dict)
                                 and a.get("action") == "variant"}) if isinstance(plan.get("ablations"), list) else None,
     }

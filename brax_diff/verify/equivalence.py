@@ -149,20 +149,50 @@ def paired_difference(stand_in: Sequence[float], reference: Sequence[float], alp
     return out
 
 
+MARGIN_RULE = ("on each environment one standard deviation of Brax's own trainer's scores across its seeds "
+               "there, at most the plan's margin")
+
+
+def margin_for(reference: Sequence[float], cap: float = DEFAULT_MARGIN) -> float:
+    """The equivalence margin on one environment (MARGIN_RULE): a difference smaller than the
+    seed-to-seed spread of Brax's own trainer is one these seeds should not act on, and one
+    larger than it is not "the same trainer". The plan's margin when there is no spread."""
+    values = np.asarray(reference, dtype=float)
+    spread = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return min(cap, spread) if spread > 0 else cap
+
+
 def equivalence_summary(scores: dict[str, tuple[list[float], list[float]]], margin: float = DEFAULT_MARGIN,
                         alpha: float = DEFAULT_ALPHA,
-                        paired: dict[str, tuple[list[float], list[float]]] | None = None) -> dict[str, Any]:
-    """verify.json ``equivalence``: per env, the TOST of stand_in vs reference on their finished
-    seeds, unpaired (the arms share a seed's env and evaluation keys, and with Brax's initial
-    weights its step-0 policy, but not its action sampling or shuffles: nothing is lost by not
-    pairing where the runs have parted); ``equivalent`` over all envs is True only when every
-    env's is, None when some env could not be tested. ``paired`` (per env, the scores of the
-    seeds both arms finished, in seed order): each env also gets ``paired_difference``
-    (:func:`paired_difference`)."""
-    per_env = {env: tost(s, r, margin, alpha) for env, (s, r) in sorted(scores.items())}
-    for env, (s, r) in sorted((paired or {}).items()):
-        per_env[env]["paired_difference"] = paired_difference(s, r, alpha)
+                        paired: dict[str, tuple[list[float], list[float]]] | None = None,
+                        per_env_margin: bool = False) -> dict[str, Any]:
+    """verify.json ``equivalence``: per env, the TOST of stand_in vs reference.
+
+    ``paired`` (per env, the scores of the seeds both arms finished, in seed order): the TOST is
+    paired by seed there (the arms share a seed's env reset and evaluation keys and, with Brax's
+    initial weights, its step-0 policy), and the env also gets ``paired_difference``
+    (:func:`paired_difference`), the primary reading; elsewhere unpaired. ``per_env_margin``:
+    each env's margin by MARGIN_RULE with ``margin`` as the cap, else ``margin`` everywhere.
+    ``equivalent`` over all envs is True only when every env's is (an intersection-union test:
+    at ``alpha`` as a whole, ``p`` its p-value), None when some env could not be tested. The
+    runner holds it at the level the list of conclusions' Holm gives it (runner.judge)."""
+    paired = paired or {}
+    per_env = {}
+    for env, (s, r) in sorted(scores.items()):
+        env_margin = margin_for(r, margin) if per_env_margin else margin
+        if env in paired and len(paired[env][0]) >= 2:
+            per_env[env] = tost(*paired[env], env_margin, alpha, paired=True)
+            per_env[env]["paired_difference"] = paired_difference(*paired[env], alpha)
+        else:
+            per_env[env] = tost(s, r, env_margin, alpha)
+            if env in paired:
+                per_env[env]["paired_difference"] = paired_difference(*paired[env], alpha)
     answers = [v["equivalent"] for v in per_env.values()]
     overall = None if not answers or any(a is None for a in answers) else all(answers)
-    return {"margin": margin, "alpha": alpha, "arms": ["stand_in", "reference"], "envs": per_env,
-            "equivalent": overall}
+    out = {"margin": margin, "alpha": alpha, "arms": ["stand_in", "reference"], "envs": per_env,
+           "equivalent": overall,
+           # the intersection-union test's p: every env's both one-sided nulls rejected
+           "p": None if overall is None else max(max(v["p_lower"], v["p_upper"]) for v in per_env.values())}
+    if per_env_margin:
+        out["margin_rule"] = MARGIN_RULE
+    return out

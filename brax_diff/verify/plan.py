@@ -69,6 +69,22 @@ ARM_GROUPS = {
 }
 DEFAULT_ARM_GROUPS = ("gap", "loo")
 
+# (x, y) of the gap family: x - y, so a positive difference means x scores higher (runner.verdicts
+# decides them; here so that a plan can count the tests its list of conclusions holds).
+GAP_COMPARISONS = {
+    "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
+    "reference_vs_baseline": (REFERENCE, BASELINE),
+    "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
+    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
+    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
+}
+# (x, y) of the stand_in family: the same gap measured against the stand-in
+STAND_IN_COMPARISONS = {
+    "stand_in_vs_baseline": (STAND_IN, BASELINE),
+    "stand_in_vs_all_fixes": (STAND_IN, ALL_FIXES),
+    "stand_in_vs_spec_fixes": (STAND_IN, SPEC_FIXES),
+}
+
 # Named plan sizes; explicit flags override their values ("overrides" merge under --set). `cpu`
 # answers the gap question (baseline, all_fixes, reference) on a 2-core CPU in under 30
 # minutes at the seed-era refs; its sizes were chosen by measuring what learns within that
@@ -334,10 +350,22 @@ class Plan:
             "runs": [r.to_json() for r in self.runs],
         }
 
+    def tests_in_list(self) -> int:
+        """How many tests the list of conclusions holds under one Holm: every gap and stand_in
+        comparison this plan's arms allow, pooled and, with several environments, on each, and
+        with the stand-in its equivalence and paired difference per environment (runner.judge)."""
+        arms = set(self.arms())
+        rows = sum(1 for table in (GAP_COMPARISONS, STAND_IN_COMPARISONS) for x, y in table.values() if {x, y} <= arms)
+        tests = rows * (1 + len(self.envs)) if len(self.envs) > 1 else rows
+        if {STAND_IN, REFERENCE} <= arms:  # the equivalence and the paired difference per environment
+            tests += 1 + len(self.envs)
+        return tests
+
     def power(self, sims: int = 400) -> dict[str, Any]:
         """What this seed count can detect, simulated on the verdict's own test (stats.power_table):
         per null shape, the smallest true difference found with 80 % probability at the first
-        Holm level of the gap family (three tests)."""
+        Holm level of the list of conclusions (:meth:`tests_in_list` tests), and on the
+        solve-or-plateau shape the share of seeds that must newly solve."""
         import importlib.util
 
         if importlib.util.find_spec("numpy") is None:  # the static install: the plan, not its power
@@ -345,12 +373,15 @@ class Plan:
                     "not_simulated": "the simulation needs numpy, in the verify extra: pip install 'brax-diff[verify]'"}
         from . import stats
 
-        level = stats.ALPHA / 3
-        out = {"seeds": self.seeds, "level": level, "power": stats.POWER, "test": stats.TEST_NAME,
+        tests = max(1, self.tests_in_list())
+        level = stats.ALPHA / tests
+        out = {"seeds": self.seeds, "level": level, "tests": tests, "power": stats.POWER, "test": stats.TEST_NAME,
                "seeds_needed": stats.seeds_needed(level)}
         if self.seeds > POWER_SIMULATED_UP_TO:  # the simulation's cost grows with the seeds: bounded time
             return {**out, "detectable": None, "not_simulated": f"more than {POWER_SIMULATED_UP_TO} seeds"}
-        return {**out, "detectable": stats.power_table(self.seeds, level, sims=sims)}
+        share = stats.detectable_solve_share(stats.null_pair(stats.NULL_SHAPES["bimodal"]), stats.BIMODAL_JUMP,
+                                             self.seeds, level, sims=sims)
+        return {**out, "detectable": stats.power_table(self.seeds, level, sims=sims), "solve_share": share}
 
     def render(self, estimate: "Estimate | None" = None, power: dict[str, Any] | None = None) -> str:
         """The plan as plain text: budget, scoring, arms, every compared key, the time it takes."""
@@ -422,11 +453,23 @@ def _render_power(power: Mapping[str, Any]) -> str:
                 "time grows with the seeds)")
     if all(v is None for v in shapes.values()):
         return (f"power: at {power['seeds']} seeds the paired test cannot reject at {power['level']:.3g} "
-                f"(the gap family's first Holm level); {power['seeds_needed']} seeds are needed")
+                f"(the first Holm level of the {power.get('tests', 3)} tests the conclusions list); "
+                f"{power['seeds_needed']} seeds are needed")
     found = ", ".join(f"{name} {value:,.0f}" for name, value in shapes.items() if value is not None)
-    return (f"power (simulated on the paired sign-flip test at {power['level']:.3g}, {power['seeds']} seeds): "
-            f"a true difference is found with {power['power']:.0%} probability from about {found} score "
-            "points (null shapes: normal sd 100; 2 in 10 seeds solve at ~1,000, the rest 170-480; Student-t 2 df x 100)")
+    share = power.get("solve_share")
+    solving = ("" if "solve_share" not in power else
+               f"; an effect of more seeds solving (each gaining {stats_jump():,.0f}) when "
+               + (f"{share:.0%} or more of the seeds newly solve" if share is not None else "not even every seed does"))
+    return (f"power (simulated on the verdict's paired tests at {power['level']:.3g}, the first Holm level of the "
+            f"{power.get('tests', 3)} tests the conclusions list, {power['seeds']} seeds): a true shift is found with "
+            f"{power['power']:.0%} probability from about {found} score points (null shapes: normal sd 100; 2 in 10 "
+            f"seeds solve at ~1,000, the rest 170-480; Student-t 2 df x 100){solving}")
+
+
+def stats_jump() -> float:
+    from . import stats
+
+    return stats.BIMODAL_JUMP
 
 
 def _steps_list(steps: list[int]) -> str:

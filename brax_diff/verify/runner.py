@@ -6,14 +6,16 @@ it is never silently dropped. Finished runs come from the cache, so an interrupt
 
 The statistics compare only runs of one ``score_kind`` and one env-step count, and use the
 seeds every compared arm finished (seed i of each arm shares reset keys and, where the shapes
-allow, initial weights). Three families, each corrected on its own (Holm-Bonferroni):
+allow, initial weights). Families (Holm-Bonferroni):
 
 * ``gap``: all_fixes (trainer-level, code changes included) vs baseline, reference vs baseline,
   reference vs all_fixes, and where planned spec_fixes (the variant ``brax-diff fix`` writes)
   vs baseline and reference vs spec_fixes;
 * ``stand_in``: the gap against the stand-in (Brax's settings and loss semantics in this
   trainer), where planned: stand_in vs baseline, all_fixes and spec_fixes. It reads as the gap
-  against Brax only as far as the stand-in is shown to be Brax's trainer (``equivalence``);
+  against Brax only as far as the stand-in is shown to be Brax's trainer (``equivalence``).
+  gap and stand_in are the report's list of conclusions: one Holm over both, each row pooled
+  and per environment, with the stand-in's equivalence and paired differences (:func:`judge`);
 * ``loo``: all_fixes vs loo:<key> for each key (is that fix worth anything given the others?);
 * ``variants``: variant:<key> vs baseline.
 """
@@ -27,35 +29,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import BraxDiffError
 from ..facts.model import dumps
 from ..safety.io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, REFERENCE, SPEC_FIXES, STAND_IN, TORCH, Plan,
-                   RunSpec, check_executor, units)
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, GAP_COMPARISONS, REFERENCE, SPEC_FIXES,
+                   STAND_IN, STAND_IN_COMPARISONS, TORCH, Plan, RunSpec, check_executor, units)
 from .settings import TrainerSettings
 from .worker import Progress, Runner, configure_cpu_process, pick_device, quiet_xla_logs, run_worker_unit, start_worker
 
 CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-diff verify --plan` estimates "
             "the time, and --preset cpu sizes a plan for a 2-core machine")
 
-# (x, y) of the gap family: x - y, so a positive difference means x scores higher.
 UNBOUNDED = "unbounded"  # verify.json's closed_fraction when its interval is the whole line
-
-GAP_COMPARISONS = {
-    "all_fixes_vs_baseline": (ALL_FIXES, BASELINE),
-    "reference_vs_baseline": (REFERENCE, BASELINE),
-    "reference_vs_all_fixes": (REFERENCE, ALL_FIXES),
-    "spec_fixes_vs_baseline": (SPEC_FIXES, BASELINE),
-    "reference_vs_spec_fixes": (REFERENCE, SPEC_FIXES),
-}
-# (x, y) of the stand_in family: the same gap measured against the stand-in
-STAND_IN_COMPARISONS = {
-    "stand_in_vs_baseline": (STAND_IN, BASELINE),
-    "stand_in_vs_all_fixes": (STAND_IN, ALL_FIXES),
-    "stand_in_vs_spec_fixes": (STAND_IN, SPEC_FIXES),
-}
 
 
 @dataclass
@@ -131,20 +120,30 @@ def paired_scores(results: list[RunResult], envs: list[str], x_arm: str, y_arm: 
     return x, y, seeds
 
 
-def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict[str, tuple[str, str, list[str]]]
-            ) -> list[dict[str, Any]]:
-    """Decide one family: ``{name: (x arm, y arm, envs)}``; entries in the verify.json form."""
+def _family(results: list[RunResult], plan: Plan, family: str | dict[str, str],
+            comparisons: dict[str, tuple[str, str, list[str]]], extra: dict[str, float] | None = None,
+            extra_levels: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Decide one family, one Holm over ``{name: (x arm, y arm, envs)}``; entries in the
+    verify.json form. ``family``: its name, or each comparison's (a list of conclusions that
+    spans families is still one Holm). ``extra``: other p-values held under the same Holm;
+    the level each was held to goes into ``extra_levels``."""
     matrices, meta = {}, {}
     for name, (x_arm, y_arm, envs) in comparisons.items():
         x, y, seeds = paired_scores(results, envs, x_arm, y_arm)
         meta[name] = (x_arm, y_arm, envs, seeds)
         if seeds:
             matrices[name] = (x, y)
-    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold)
+    decided = stats.decide_family(matrices, solve_threshold=plan.solve_threshold, extra_pvalues=extra)
+    for name in extra or {}:
+        if extra_levels is not None:
+            extra_levels[name] = decided[name].level
     out = []
     for name in sorted(comparisons):
         x_arm, y_arm, envs, seeds = meta[name]
-        entry: dict[str, Any] = {"family": family, "name": name, "arm": x_arm, "vs": y_arm, "envs": envs}
+        entry: dict[str, Any] = {"family": family if isinstance(family, str) else family[name], "name": name,
+                                 "arm": x_arm, "vs": y_arm, "envs": envs}
+        if "@" in name:  # one environment of a pooled comparison (per_env_name)
+            entry["env"] = name.split("@", 1)[1]
         tested = x_arm if ":" in x_arm else y_arm  # loo: all_fixes vs loo:<key>; variants: variant:<key> vs baseline
         if ":" in tested:
             entry["key"] = tested.split(":", 1)[1]
@@ -158,16 +157,32 @@ def _family(results: list[RunResult], plan: Plan, family: str, comparisons: dict
     return out
 
 
-def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
-    """Every comparison the plan's arms allow, family by family."""
+def per_env_name(name: str, env: str) -> str:
+    """A list comparison on one environment alone."""
+    return f"{name}@{env}"
+
+
+def verdicts(plan: Plan, results: list[RunResult], extra: dict[str, float] | None = None,
+             extra_levels: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Every comparison the plan's arms allow, family by family; ``extra`` p-values (the
+    equivalence test) join the list of conclusions' Holm, their levels in ``extra_levels``."""
     arms = set(plan.arms())
     out: list[dict[str, Any]] = []
-    gap = {name: (x, y, plan.envs) for name, (x, y) in GAP_COMPARISONS.items() if {x, y} <= arms}
-    if gap:
-        out += _family(results, plan, "gap", gap)
-    against_stand_in = {name: (x, y, plan.envs) for name, (x, y) in STAND_IN_COMPARISONS.items() if {x, y} <= arms}
-    if against_stand_in:
-        out += _family(results, plan, "stand_in", against_stand_in)
+    # The gap and stand_in rows are the report's list of conclusions: one Holm over every one of
+    # them, pooled and (with several environments) on each alone, so that the list as a whole
+    # holds 5 % whichever rows it states (per environment where the pooled effect hides a sign).
+    listed: dict[str, tuple[str, str, list[str]]] = {}
+    family_of: dict[str, str] = {}
+    for family, table in (("gap", GAP_COMPARISONS), ("stand_in", STAND_IN_COMPARISONS)):
+        for name, (x, y) in table.items():
+            if {x, y} <= arms:
+                listed[name], family_of[name] = (x, y, list(plan.envs)), family
+    if len(plan.envs) > 1:
+        for name, (x, y, _) in list(listed.items()):
+            for env in plan.envs:
+                listed[per_env_name(name, env)], family_of[per_env_name(name, env)] = (x, y, [env]), family_of[name]
+    if listed:
+        out += _family(results, plan, family_of, listed, extra, extra_levels)
     for prefix, family, base in (("loo:", "loo", ALL_FIXES), ("variant:", "variants", BASELINE)):
         comparisons = {}
         for arm in sorted(a for a in arms if a.startswith(prefix)):
@@ -177,6 +192,38 @@ def verdicts(plan: Plan, results: list[RunResult]) -> list[dict[str, Any]]:
         if comparisons:
             out += _family(results, plan, family, comparisons)
     return out
+
+
+EQUIVALENCE = "stand_in_equivalent_to_reference"  # the equivalence test's name in the list's Holm
+DIFFERS = "stand_in_differs_from_reference"  # the paired difference's, per environment
+
+
+def judge(plan: Plan, results: list[RunResult]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The verdicts and the equivalence of the stand-in, every claim the report's conclusions
+    list held under one Holm: the equivalence test (an intersection-union test over the
+    environments, p the largest of its one-sided p-values) is one more test of the list, and
+    "equivalent" holds only at the level it gets there."""
+    same = equivalence(plan, results)
+    extra: dict[str, float] = {}
+    if same is not None:
+        if same.get("p") is not None:
+            extra[EQUIVALENCE] = same["p"]
+        for env, test in same["envs"].items():  # "the stand-in differs on <env>" is a conclusion too
+            if (test.get("paired_difference") or {}).get("p") is not None:
+                extra[per_env_name(DIFFERS, env)] = test["paired_difference"]["p"]
+    levels: dict[str, float] = {}
+    decided = verdicts(plan, results, extra or None, levels)
+    if same is not None and EQUIVALENCE in levels:
+        level = levels[EQUIVALENCE]
+        same["level"] = level
+        for test in same["envs"].values():
+            if test.get("equivalent") is not None:
+                test["equivalent"] = bool(max(test["p_lower"], test["p_upper"]) <= level)
+        same["equivalent"] = bool(same["p"] <= level)
+    for env, test in (same or {}).get("envs", {}).items():
+        if per_env_name(DIFFERS, env) in levels:
+            test["paired_difference"]["level"] = levels[per_env_name(DIFFERS, env)]
+    return decided, same
 
 
 def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
@@ -192,52 +239,77 @@ def equivalence(plan: Plan, results: list[RunResult]) -> dict[str, Any] | None:
         scores[env] = ([stand_in[s].score for s in sorted(stand_in)], [reference[s].score for s in sorted(reference)])
         both = sorted(set(stand_in) & set(reference))
         paired[env] = ([stand_in[s].score for s in both], [reference[s].score for s in both])
-    return equivalence_summary(scores, plan.equivalence_margin, paired=paired)
+    return equivalence_summary(scores, plan.equivalence_margin, paired=paired, per_env_margin=True)
 
 
 def gap_summary(plan: Plan, results: list[RunResult], decided: list[dict[str, Any]]) -> dict[str, Any]:
     """How far baseline and all_fixes are from Brax's trainer, and the fraction of the gap closed.
 
-    closed_fraction = (all_fixes - baseline) / (reference - baseline) on the arms' means,
-    with Fieller's 95% interval (the three arms resampled independently, the shared baseline
-    giving the covariance); null when the gap itself is not resolved."""
+    Every row of the list (gap and stand_in families) read as "<arm> vs <reference or
+    stand_in>", pooled; ``per_env``: the same rows on each environment alone (decided in the
+    same Holm), with ``sign_disagrees`` naming the rows whose environments' differences have
+    opposite signs (the pooled row then hides one of them).
+
+    closed_fraction = (all_fixes - baseline) / (reference - baseline) on the arms' means, with
+    Fieller's interval from the paired per-seed differences, at the level the gap's own row
+    (reference vs baseline) was held to. Only when that row is decisive (its interval excludes
+    0) is the fraction a number; otherwise it is ``"unbounded"``: a ratio whose denominator may
+    be 0 has no number to print."""
     arms = set(plan.arms())
     if not {BASELINE, ALL_FIXES, REFERENCE} <= arms:
         return {}
-    by_name = {d["name"]: d for d in decided if d["family"] == "gap"}
+    by_name = {d["name"]: d for d in decided if d["family"] in ("gap", "stand_in")}
     seeds = sorted(set.intersection(*(set(_finished(results, e, a)) for e in plan.envs
                                       for a in (BASELINE, ALL_FIXES, REFERENCE))))
     out: dict[str, Any] = {"envs": list(plan.envs), "seeds": len(seeds), "env_steps": plan.budget,
-                           "score_kind": plan.scoring.kind,
-                           "baseline_vs_reference": _flip(by_name["reference_vs_baseline"]),
-                           "all_fixes_vs_reference": _flip(by_name["reference_vs_all_fixes"]),
-                           "all_fixes_vs_baseline": by_name["all_fixes_vs_baseline"]}
-    if SPEC_FIXES in arms:
-        out.update(spec_fixes_vs_reference=_flip(by_name["reference_vs_spec_fixes"]),
-                   spec_fixes_vs_baseline=by_name["spec_fixes_vs_baseline"])
-    for d in decided:
-        if d["family"] == "stand_in":  # read as "<arm> vs stand_in", like the rows against the reference
-            out[f"{d['vs']}_vs_stand_in"] = _flip(d)
+                           "score_kind": plan.scoring.kind}
+    rows = {"baseline_vs_reference": ("reference_vs_baseline", True),
+            "all_fixes_vs_reference": ("reference_vs_all_fixes", True),
+            "all_fixes_vs_baseline": ("all_fixes_vs_baseline", False),
+            "spec_fixes_vs_reference": ("reference_vs_spec_fixes", True),
+            "spec_fixes_vs_baseline": ("spec_fixes_vs_baseline", False)}
+    rows.update({f"{y}_vs_stand_in": (name, True) for name, (_, y) in STAND_IN_COMPARISONS.items()})
+    per_env: dict[str, dict[str, Any]] = {}
+    disagree = []
+    for row, (name, flip) in rows.items():
+        if name not in by_name:
+            continue
+        out[row] = _flip(by_name[name]) if flip else by_name[name]
+        envs = {env: by_name[per_env_name(name, env)] for env in plan.envs if per_env_name(name, env) in by_name}
+        if envs:
+            per_env[row] = {env: _flip(e) if flip else e for env, e in envs.items()}
+            signs = {math.copysign(1.0, e["delta"]) for e in per_env[row].values()
+                     if e.get("delta") is not None and e["delta"] != 0}
+            if len(signs) > 1:
+                disagree.append(row)
+    if per_env:
+        out["per_env"] = per_env
+        out["sign_disagrees"] = disagree
     if len(seeds) < 2:
         out.update(closed_fraction=None, closed_fraction_ci=None, reason="fewer than 2 seeds finished in all three arms")
         return out
-    spreads, means = {}, {}
+    matrices = {arm: np.array([[_finished(results, e, arm)[s].score for e in plan.envs] for s in seeds]).mean(axis=1)
+                for arm in (BASELINE, ALL_FIXES, REFERENCE)}
     for arm in (BASELINE, ALL_FIXES, REFERENCE):
-        matrix = [[_finished(results, e, arm)[s].score for e in plan.envs] for s in seeds]
-        spreads[arm] = stats.spread(matrix)
-        means[arm] = spreads[arm].mean
-    for arm, mean in means.items():
-        out[f"{arm}_mean"] = mean
-    closed, gap = means[ALL_FIXES] - means[BASELINE], means[REFERENCE] - means[BASELINE]
-    vb, vf, vr = (spreads[a].variance for a in (BASELINE, ALL_FIXES, REFERENCE))
-    df = len(seeds) - 1
-    interval = stats.fieller_ratio(closed, gap, vf + vb, vr + vb, vb, df) if gap != 0 else None
+        out[f"{arm}_mean"] = float(matrices[arm].mean())
+    closed_d = matrices[ALL_FIXES] - matrices[BASELINE]  # per seed: the paired differences
+    gap_d = matrices[REFERENCE] - matrices[BASELINE]
+    gap_row = by_name.get("reference_vs_baseline", {})
+    level = 1.0 - gap_row.get("ci_level", 1.0 - stats.ALPHA)
+    ci = gap_row.get("ci")
+    resolved = gap_row.get("verdict") in (stats.SUPPORTED, stats.NOT_SUPPORTED) and ci and (ci[0] > 0 or ci[1] < 0)
+    n = len(seeds)
+    covariance = np.cov(np.stack([closed_d, gap_d]), ddof=1) / n
+    interval = (stats.fieller_ratio(float(closed_d.mean()), float(gap_d.mean()), float(covariance[0, 0]),
+                                    float(covariance[1, 1]), float(covariance[0, 1]), n - 1, alpha=level)
+                if resolved else None)
     # a ratio whose denominator may be 0 has no number to print: its point estimate is noise
-    out["closed_fraction"] = closed / gap if interval is not None else UNBOUNDED
+    out["closed_fraction"] = float(closed_d.mean() / gap_d.mean()) if interval is not None else UNBOUNDED
     out["closed_fraction_ci"] = None if interval is None else list(interval)
+    out["closed_fraction_level"] = 1.0 - level
     if interval is None:
-        out["reason"] = (f"the gap between baseline and reference is not resolved at {len(seeds)} seeds: "
-                         "its interval contains 0, so the fraction is unbounded")
+        out["reason"] = (f"the gap between baseline and reference is not resolved at {n} seeds (its interval at "
+                         f"{1.0 - level:.4g} contains 0), so the fraction is unbounded")
     return out
 
 
@@ -337,9 +409,9 @@ def run_plan(plan: Plan, cache_dir: str | Path, progress: bool = True, output_di
         if cluster is not None:
             cluster.close()
     results = [done[i] for i in range(len(plan.runs))]
-    decided = verdicts(plan, results)
+    decided, same = judge(plan, results)
     result = VerifyResult(plan, results, decided, gap_summary(plan, results, decided), device=device,
-                          seconds=time.perf_counter() - started, equivalence=equivalence(plan, results))
+                          seconds=time.perf_counter() - started, equivalence=same)
     if output_dir is not None:
         result.plots = write_plots(plan, results, Path(output_dir))
         write_atomic(Path(output_dir) / "verify.json", dumps(result.to_json()))
@@ -482,12 +554,17 @@ def _comparison(entry: dict[str, Any]) -> str:
     detail = entry.get("reason") or ""
     if entry["verdict"] == stats.INCONCLUSIVE and entry.get("min_detectable_effect") is not None:
         detail = "; ".join(filter(None, (detail, f"detectable: |effect| >= {entry['min_detectable_effect']:.1f}")))
+    if entry["verdict"] == stats.INCONCLUSIVE and "min_detectable_solve_share" in entry:
+        share = entry["min_detectable_solve_share"]
+        detail = "; ".join(filter(None, (detail, "or " + (f"{share:.0%} more seeds solving" if share is not None
+                                                          else "not even every seed solving"))))
     solving = entry.get("solving")
     solved = ""
     if solving and (solving["rate_x"] or solving["rate_y"]):  # said only where some run solved
         solved = (f"; solved (>= {solving['threshold']:g}) {solving['rate_x']:.0%} vs {solving['rate_y']:.0%}, "
                   f"exact McNemar p={solving['p']:.3g}: {solving['verdict']}")
-    return (f"{entry['arm'] + ' - ' + entry['vs']:<34}{delta}{_ci(entry)}  {entry['verdict']}"
+    label = entry["arm"] + " - " + entry["vs"] + (f" on {entry['env']}" if entry.get("env") else "")
+    return (f"{label:<34}{delta}{_ci(entry)}  {entry['verdict']}"
             f"{f' ({detail})' if detail else ''}  n={entry.get('seeds', 0)}{solved}")
 
 
@@ -506,7 +583,7 @@ def _equivalence(entry: dict[str, Any]) -> str:
     low, high = paired["ci"]
     return (f"{tost}; paired over {paired['seeds']} seeds: Δ {paired['difference']:+.1f} [{low:+.1f}, {high:+.1f}], "
             f"p {paired['p']:.3g}, stand_in lower in {paired['lower_in']}: "
-            f"{'different' if paired['p'] < paired['alpha'] else 'no difference resolved'}")
+            f"{'different' if paired['p'] <= paired.get('level', paired['alpha']) else 'no difference resolved'}")
 
 
 def render(result: VerifyResult) -> str:
@@ -525,12 +602,15 @@ def render(result: VerifyResult) -> str:
                      "spec_fixes_vs_reference", "spec_fixes_vs_baseline"):
             if name in gap:
                 lines.append(f"  {_comparison(gap[name])}")
+            if name in gap.get("sign_disagrees", []):  # the pooled row hides opposite signs: each env
+                lines.extend(f"    {_comparison(entry)}" for entry in gap["per_env"][name].values())
         fraction = gap.get("closed_fraction")
         if fraction == UNBOUNDED:
             lines.append(f"  fraction of the gap the fixes close: unbounded ({gap.get('reason', '')})")
         elif fraction is not None:
             interval = gap.get("closed_fraction_ci")
-            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]")
+            lines.append(f"  fraction of the gap the fixes close: {fraction:.2f} [{interval[0]:.2f}, {interval[1]:.2f}] "
+                         f"at {gap.get('closed_fraction_level', 0.95):.1%} (Fieller)")
         elif gap.get("reason"):
             lines.append(f"  fraction of the gap the fixes close: unknown ({gap['reason']})")
     others = [entry for entry in result.verdicts if entry["family"] != "gap" or not gap]
@@ -538,11 +618,47 @@ def render(result: VerifyResult) -> str:
         lines.append("comparisons (Δ = first - second, each interval at its test's level):")
         lines.extend(f"  {entry['family']:<8} {_comparison(entry)}" for entry in others)
     if result.equivalence:
-        lines.append(f"stand_in vs reference (Δ = stand_in - reference): equivalent within "
-                     f"±{result.equivalence['margin']:g} (TOST at {result.equivalence['alpha']:g})? and different at all "
-                     "(paired sign-flip)?")
+        same = result.equivalence
+        margins = ", ".join(f"±{e['margin']:.3g} on {env}" for env, e in same["envs"].items())
+        lines.append(f"stand_in vs reference (Δ = stand_in - reference): equivalent within {margins} (paired TOST at "
+                     f"{same.get('level') or same['alpha']:.3g})? and different at all (paired sign-flip)?")
         for env, entry in result.equivalence["envs"].items():
             lines.append(f"  {env}  {_equivalence(entry)}")
     for failed in result.failed:
         lines.append(f"  FAILED {failed.spec.env} {failed.spec.arm} seed {failed.spec.seed}: {failed.error}")
     return "\n".join(lines) + "\n"
+
+
+class _RecordedPlan:
+    """What the statistics read of a plan, from a verify.json's ``plan`` and ``runs``."""
+
+    def __init__(self, plan: dict[str, Any], runs: list[dict[str, Any]]):
+        from types import SimpleNamespace
+
+        self.envs = list(plan["envs"])
+        self.budget = plan["budget"]
+        self.solve_threshold = plan.get("solve_threshold")
+        self.equivalence_margin = plan.get("equivalence_margin", 100.0)
+        self.scoring = SimpleNamespace(kind=plan.get("scoring", {}).get("score_kind", ""))
+        self.runs = [SimpleNamespace(arm=r["arm"], env=r["env"], seed=r["seed"], trainer=r.get("trainer")) for r in runs]
+
+    def arms(self) -> list[str]:
+        return list(dict.fromkeys(r.arm for r in self.runs))
+
+
+def recompute(data: dict[str, Any]) -> dict[str, Any]:
+    """A verify.json with its statistics (verdicts, gap, equivalence) recomputed from its own
+    runs by this version's rules, everything else as recorded: evidence trained under older
+    rules is restated without training a run again."""
+    plan = _RecordedPlan(data["plan"], data["runs"])
+    results = [RunResult(spec, r["status"], list(r.get("steps") or []), list(r.get("scores") or []), r.get("score"),
+                         int(r.get("env_steps") or 0), float(r.get("seconds") or 0.0), r.get("error"),
+                         score_kind=r.get("score_kind", ""), cpu_seconds=float(r.get("cpu_seconds") or 0.0))
+               for spec, r in zip(plan.runs, data["runs"])]
+    decided, restated = judge(plan, results)  # type: ignore[arg-type]
+    out = dict(data)
+    out["verdicts"] = decided
+    out["gap"] = gap_summary(plan, results, decided)  # type: ignore[arg-type]
+    if restated is not None:
+        out["equivalence"] = restated
+    return out

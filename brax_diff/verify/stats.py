@@ -6,15 +6,13 @@ Descriptive, as rliable (Agarwal et al., 2021) defines them: the IQM (mean of th
 50%, ``trim_mean(x, 0.25)``), the stratified bootstrap (runs resampled within each task)
 and the probability of improvement (Mann-Whitney, ties 1/2, averaged over tasks).
 
-The **test** behind a verdict compares arm means (Colas et al. 2018 recommend Welch's
-t-test at few seeds). The standard error of a difference comes from the stratified
-bootstrap (each stratum's replicate variance scaled by n/(n-1), the bootstrap's known
-small-sample shrinkage), the quantiles from Student's t with Welch-Satterthwaite degrees
-of freedom. The bootstrap's *percentile* interval is not used for decisions: at 2-5 seeds it
-is too narrow (measured here: 33% false positives at 2 seeds, 17% across 20 keys at 5
-seeds, where this test stays at or under 5%; ``tests/test_verify_stats.py`` re-measures it).
-Several comparisons against one baseline are one family, corrected with Holm-Bonferroni
-(:func:`holm_levels`); every interval is reported at the level its test was held to.
+The **test** behind a verdict is paired by seed (below, "the paired test"): the sign-flip
+permutation test and the paired bootstrap-t, decisive where all reject. The unpaired
+bootstrap-Welch difference (:func:`difference`, the stratified bootstrap's SE with Welch
+degrees of freedom) is kept for descriptive use; the bootstrap's *percentile* interval is not
+used for decisions (at 2-5 seeds it is too narrow: ``tests/test_verify_stats.py``). A list of
+comparisons is one family, corrected with Holm-Bonferroni (:func:`holm_levels`); every
+interval is reported at the level its test was held to.
 """
 
 from __future__ import annotations
@@ -223,16 +221,27 @@ def fieller_ratio(point_a: float, point_b: float, var_a: float, var_b: float, co
 
 # -- the paired test ----------------------------------------------------------------------
 # Seed i of every arm shares its reset keys (and, where shapes allow, initial weights), so a
-# comparison is paired by seed. The test behind a verdict is the sign-flip permutation test of
-# the mean paired difference: under "no difference" the arms are exchangeable within a seed, so
-# each difference is as likely +d as -d, whatever the outcome's shape (bimodal solve-or-plateau,
-# heavy tails). The p-value counts every one of the 2^n sign vectors (meet in the middle: two
-# halves of 2^(n/2) sums), exactly up to EXACT_SEEDS seeds. Its smallest p is 2 / 2^n: at 5
-# seeds 0.0625, so no verdict below 6 seeds at 5 % (7 with three tests in a family, Holm).
+# comparison is paired by seed. A verdict rests on two tests of the mean paired difference and
+# is decisive only where all reject (so its level is at most any one's, and it holds
+# wherever one of them holds):
+# * the sign-flip permutation test: exact when the arms are exchangeable within a seed (each
+#   difference as likely +d as -d, whatever the shape). The p counts every one of the 2^n
+#   sign vectors (meet in the middle) up to EXACT_SEEDS seeds; its smallest p is 2 / 2^n.
+#   Where the arms differ in shape with equal means (a solve-or-plateau arm against a narrow
+#   one, a lognormal tail) the differences are skewed, not symmetric, and it alone runs above
+#   its level (measured: tests/test_stats_level.py);
+# * the paired bootstrap-t: mean / se against the bootstrap distribution of
+#   (mean* - mean) / se*, symmetric and equal-tailed, the larger p (second-order correct for a
+#   skewed mean, Hall 1988; not exact).
 EXACT_SEEDS = 32  # exact enumeration up to here; beyond, MONTE_CARLO_FLIPS random sign vectors
 MONTE_CARLO_FLIPS = 100_000
+BOOTSTRAP_T_REPS = 20_000  # resamples behind a verdict's bootstrap-t
+SIMULATED_BOOTSTRAP_T_REPS = 5_000  # per simulated comparison (power, level checks): the equal-tailed
+# p is at least 2 / (reps + 1), and at 1,000 that was above the first Holm level of 27 tests (0.0019)
+BOOTSTRAP_T_SEED = 20_262  # fixed: the same verdict every run
 SIMULATIONS = 400  # per effect size, when a verdict's detectable effect is simulated
-TEST_NAME = "paired sign-flip permutation test of the mean difference (exact)"
+TEST_NAME = ("paired sign-flip permutation test (exact) and paired bootstrap-t (symmetric and equal-tailed) "
+             "of the mean difference; decisive where all reject")
 
 
 def paired_differences(x, y) -> np.ndarray:
@@ -255,7 +264,8 @@ def _signs(k: int) -> np.ndarray:
 
 
 def smallest_p(seeds: int) -> float:
-    """The smallest two-sided p the sign-flip test can give at ``seeds`` paired seeds."""
+    """The smallest two-sided p the sign-flip test can give at ``seeds`` paired seeds (the
+    combined test's p is never smaller)."""
     return min(1.0, 2.0 / 2.0**seeds) if seeds <= EXACT_SEEDS else 2.0 / (MONTE_CARLO_FLIPS + 1)
 
 
@@ -265,6 +275,109 @@ def seeds_needed(level: float) -> int:
     while smallest_p(n) > level:
         n += 1
     return n
+
+
+def _bootstrap_counts(n: int, reps: int, seed: int = BOOTSTRAP_T_SEED) -> np.ndarray:
+    """(reps, n): how often each of n seeds is drawn in each resample (a fixed generator)."""
+    rows = np.random.default_rng(seed).integers(0, n, size=(reps, n))
+    counts = np.zeros((reps, n))
+    np.add.at(counts, (np.arange(reps)[:, None], rows), 1.0)
+    return counts
+
+
+def _bootstrap_t(rows: np.ndarray, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the mean, its standard error and the resampled (mean* - mean) / se* (rows, reps).
+
+    A resample with se* 0 (every drawn difference equal) counts as infinitely far, on its
+    side, when its mean moved and 0 when not."""
+    count, n = rows.shape
+    counts = _bootstrap_counts(n, reps).T / n  # (n, reps): a matrix product per row block
+    means = rows.mean(axis=1)
+    se = rows.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(count)
+    boot_mean = rows @ counts
+    boot_var = np.maximum((rows * rows) @ counts - boot_mean**2, 0.0) * n / max(n - 1, 1)
+    boot_se = np.sqrt(boot_var / n)
+    moved = boot_mean - means[:, None]
+    tol = 1e-9 * (np.abs(rows).max(axis=1, initial=0.0)[:, None] + 1.0)
+    t = np.where(boot_se > tol, moved / np.where(boot_se > tol, boot_se, 1.0),
+                 np.where(np.abs(moved) > tol, np.copysign(np.inf, moved), 0.0))
+    return means, se, t
+
+
+def bootstrap_t_pvalues(differences, reps: int = BOOTSTRAP_T_REPS) -> np.ndarray:
+    """Two-sided bootstrap-t p-values, one per row of ``differences`` (rows, seeds): the larger
+    of the symmetric one (resamples with |t*| >= |t|) and the equal-tailed one (twice the
+    smaller tail), each (hits + 1) / (reps + 1). Where the differences are skewed the two
+    disagree, and the verdict takes the more cautious. A row whose differences are all equal
+    has no spread: p 0 when they are not 0 (the sign-flip test then decides), else 1."""
+    rows = np.atleast_2d(np.asarray(differences, dtype=float))
+    out = np.empty(rows.shape[0])
+    block = max(1, 4_000_000 // max(1, reps * rows.shape[1]))  # bounded memory
+    for start in range(0, rows.shape[0], block):
+        part = rows[start:start + block]
+        means, se, t_boot = _bootstrap_t(part, reps)
+        scale = 1e-9 * (np.abs(part).max(axis=1, initial=0.0) + 1.0)
+        t = np.where(se > scale, means / np.where(se > scale, se, 1.0),
+                     np.where(np.abs(means) > scale, np.copysign(np.inf, means), 0.0))[:, None]
+        slack = 1e-12 * np.abs(np.where(np.isfinite(t), t, 0.0))
+        symmetric = ((np.abs(t_boot) >= np.abs(t) - slack).sum(axis=1) + 1.0) / (reps + 1.0)
+        lower = ((t_boot <= t + slack).sum(axis=1) + 1.0) / (reps + 1.0)
+        upper = ((t_boot >= t - slack).sum(axis=1) + 1.0) / (reps + 1.0)
+        p = np.maximum(symmetric, np.minimum(1.0, 2.0 * np.minimum(lower, upper)))
+        p = np.where(np.isinf(t[:, 0]), 0.0, p)
+        out[start:start + block] = np.where(t[:, 0] == 0.0, 1.0, p)
+    return out
+
+
+def paired_pvalues(differences, reps: int = BOOTSTRAP_T_REPS) -> np.ndarray:
+    """The verdict's p per row of ``differences``: the largest of the sign-flip and the two
+    bootstrap-t p-values (decisive where all reject)."""
+    rows = np.atleast_2d(np.asarray(differences, dtype=float))
+    return np.maximum(sign_flip_pvalues(rows), bootstrap_t_pvalues(rows, reps))
+
+
+def paired_rejects(differences, level: float, reps: int = BOOTSTRAP_T_REPS) -> np.ndarray:
+    """Per row of ``differences``: does the verdict's test reject at ``level``? The same as
+    ``paired_pvalues(...) <= level``; the bootstrap runs only on the rows the sign-flip test
+    rejects (it must too), which in a simulation under no difference is a few in a hundred."""
+    rows = np.atleast_2d(np.asarray(differences, dtype=float))
+    out = sign_flip_pvalues(rows) <= level
+    if out.any():
+        out[out] = bootstrap_t_pvalues(rows[out], reps) <= level
+    return out
+
+
+def paired_p(differences, reps: int = BOOTSTRAP_T_REPS) -> float:
+    return float(paired_pvalues(np.asarray(differences, dtype=float)[None, :], reps)[0])
+
+
+def bootstrap_t_interval(differences, level: float, reps: int = BOOTSTRAP_T_REPS) -> tuple[float, float] | None:
+    """The shifts neither bootstrap-t rejects at ``level`` (the union of the symmetric interval,
+    mean -+ q se, and the equal-tailed one, mean - se t*_high .. mean - se t*_low, the
+    quantiles the p-values' counts cut at); None when ``reps`` is too few for the level."""
+    d = np.asarray(differences, dtype=float)[None, :]
+    means, se, t_boot = _bootstrap_t(d, reps)
+    ranked = np.sort(t_boot[0])
+    k_sym = math.floor(level * (reps + 1) + 1e-9)  # the k-th most extreme: p <= level exactly beyond it
+    k_tail = math.floor(level / 2 * (reps + 1) + 1e-9)
+    if k_sym < 1 or k_tail < 1:
+        return None
+    q = float(np.sort(np.abs(t_boot[0]))[::-1][k_sym - 1])
+    low_t, high_t = float(ranked[k_tail - 1]), float(ranked[::-1][k_tail - 1])
+    if not all(map(math.isfinite, (q, low_t, high_t))):
+        return None
+    m, s = float(means[0]), float(se[0])
+    return min(m - q * s, m - high_t * s), max(m + q * s, m - low_t * s)
+
+
+def paired_interval(differences, level: float, reps: int = BOOTSTRAP_T_REPS) -> tuple[float, float] | None:
+    """The verdict's test inverted: the shifts that one of its tests does not reject (the union
+    of their intervals, all around the mean); None when it cannot reject here."""
+    flip = sign_flip_interval(differences, level)
+    boot = bootstrap_t_interval(differences, level, reps)
+    if flip is None or boot is None:
+        return None
+    return min(flip[0], boot[0]), max(flip[1], boot[1])
 
 
 def sign_flip_pvalues(differences) -> np.ndarray:
@@ -337,16 +450,22 @@ def sign_flip_interval(differences, level: float) -> tuple[float, float] | None:
 
 
 def simulated_power(sample_pair, effect: float, seeds: int, level: float, sims: int = SIMULATIONS,
-                    seed: int = 0) -> float:
-    """The share of ``sims`` simulated comparisons the sign-flip test rejects at ``level`` when
-    x is shifted by ``effect``. ``sample_pair(rng, seeds) -> (x, y)`` draws one comparison
-    with no difference; the power is measured on the same test the verdict uses."""
+                    seed: int = 0, jump: float | None = None) -> float:
+    """The share of ``sims`` simulated comparisons the verdict's test rejects at ``level`` with a
+    true effect. ``sample_pair(rng, seeds) -> (x, y)`` draws one comparison with no difference;
+    the effect is a location shift of x by ``effect``, or with ``jump`` a solve-type effect:
+    each seed of x independently, with probability ``effect``, gains ``jump`` (more seeds solve,
+    the rest unchanged). Measured on the same test the verdict uses."""
     if smallest_p(seeds) > level:
         return 0.0
     rng = np.random.default_rng(seed)
     drawn = [sample_pair(rng, seeds) for _ in range(sims)]
-    differences = np.array([np.asarray(x, dtype=float) - np.asarray(y, dtype=float) for x, y in drawn]) + effect
-    return float(np.mean(sign_flip_pvalues(differences) <= level))
+    differences = np.array([np.asarray(x, dtype=float) - np.asarray(y, dtype=float) for x, y in drawn])
+    if jump is None:
+        differences = differences + effect
+    else:
+        differences = differences + jump * (rng.random(differences.shape) < effect)
+    return float(np.mean(paired_rejects(differences, level, SIMULATED_BOOTSTRAP_T_REPS)))
 
 
 def detectable_effect(sample_pair, seeds: int, level: float, power: float = POWER, sims: int = SIMULATIONS,
@@ -363,6 +482,24 @@ def detectable_effect(sample_pair, seeds: int, level: float, power: float = POWE
     while high - low > 0.02 * scale:
         middle = 0.5 * (low + high)
         if simulated_power(sample_pair, middle, seeds, level, sims, seed) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def detectable_solve_share(sample_pair, jump: float, seeds: int, level: float, power: float = POWER,
+                           sims: int = SIMULATIONS, seed: int = 0) -> float | None:
+    """The smallest share of seeds that must newly solve (each gaining ``jump``) for the test to
+    find the effect with probability ``power`` at ``level``, to 0.025; None when not even every
+    seed solving is found (or the test cannot reject at ``seeds``)."""
+    if smallest_p(seeds) > level or jump <= 0 or simulated_power(sample_pair, 1.0, seeds, level, sims, seed,
+                                                                 jump) < power:
+        return None
+    low, high = 0.0, 1.0
+    while high - low > 0.025:
+        middle = 0.5 * (low + high)
+        if simulated_power(sample_pair, middle, seeds, level, sims, seed, jump) >= power:
             high = middle
         else:
             low = middle
@@ -444,14 +581,15 @@ SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not_supported", "inconclu
 
 @dataclass(frozen=True)
 class Verdict:
-    """One comparison of a family, decided at its Holm level by the paired sign-flip test.
+    """One comparison of a family, decided at its Holm level by the paired test (TEST_NAME).
 
     ``supported``: the test rejects and mean(x) - mean(y) > 0 (x, the arm with the fix, scores
     higher); ``not_supported``: it rejects and the difference is negative; ``inconclusive``:
     it does not reject. ``ci`` is the test inverted at the same level (None when the test
     cannot reject at this seed count). ``min_detectable_effect``: the smallest true
-    difference this seed count finds with 80 % probability at the same level, simulated from
-    the observed differences' own shape. ``solving``: the probability-of-solving measure,
+    shift this seed count finds with 80 % probability at the same level, simulated from the
+    observed differences' own shape; ``min_detectable_solve_share``: the smallest share of
+    seeds that must newly solve to be found so. ``solving``: the probability-of-solving measure,
     decided in a family of its own.
     """
 
@@ -469,6 +607,7 @@ class Verdict:
     poi: float | None = None
     reason: str | None = None
     solving: Solving | None = None
+    min_detectable_solve_share: float | None = None
 
     def to_json(self) -> dict:
         out = {"verdict": self.verdict, "mean_x": self.mean_x, "mean_y": self.mean_y, "delta": self.delta,
@@ -477,6 +616,8 @@ class Verdict:
                "tests_in_family": self.tests_in_family, "poi": self.poi, "test": TEST_NAME}
         if self.verdict == INCONCLUSIVE:
             out["min_detectable_effect"] = self.min_detectable_effect
+            if self.min_detectable_solve_share is not None or self.solving is not None:
+                out["min_detectable_solve_share"] = self.min_detectable_solve_share
         if self.reason:
             out["reason"] = self.reason
         if self.solving is not None:
@@ -489,18 +630,34 @@ def _cannot_reject(seeds: int, level: float) -> str:
             f"level {level:.3g}: {seeds_needed(level)} seeds are needed")
 
 
+def solve_jump(x, y, threshold: float) -> float:
+    """What one seed newly solving one environment adds to its paired difference (averaged
+    over the tasks): from y's mean unsolved score to a solved score, the mean of the runs of x
+    and y at or above ``threshold`` (the threshold itself when none solved)."""
+    x, y = as_scores(x), as_scores(y)
+    runs = np.concatenate([x.ravel(), y.ravel()])
+    solved = runs[runs >= threshold]
+    unsolved = y[y < threshold]
+    target = float(solved.mean()) if solved.size else float(threshold)
+    return max(0.0, target - (float(unsolved.mean()) if unsolved.size else target)) / x.shape[1]
+
+
 def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: float = ALPHA,
-                  reps: int = BOOTSTRAP_REPS, detail: bool = True,
-                  solve_threshold: float | None = None) -> dict[str, Verdict]:
+                  reps: int = BOOTSTRAP_T_REPS, detail: bool = True,
+                  solve_threshold: float | None = None,
+                  extra_pvalues: dict[str, float] | None = None) -> dict[str, Verdict]:
     """Verdicts for one family of paired comparisons ``{name: (x scores, y scores)}`` (x: with
     the fix; row i of x and y is seed i).
 
     Comparisons with fewer than MIN_SEEDS seeds are inconclusive by rule and do not count in
     the family's correction. ``detail`` False skips the intervals and detectable effects
     (simulations need only the decisions). ``solve_threshold``: the probability of solving is
-    measured too, its McNemar tests corrected as a family of their own.
+    measured too, its McNemar tests corrected as a family of their own; an inconclusive
+    comparison then also gets the share of seeds that must newly solve to be found.
+    ``reps``: the bootstrap-t's resamples. ``extra_pvalues``: other tests the same list of
+    conclusions states (an equivalence test), held under the same Holm; each comes back as a
+    Verdict with only its p, level and decision (supported: rejected).
     """
-    del reps  # the bootstrap no longer decides; kept for callers that pass it
     tested: dict[str, np.ndarray] = {}
     out: dict[str, Verdict] = {}
     pairs = {name: (as_scores(x), as_scores(y)) for name, (x, y) in comparisons.items()}
@@ -513,24 +670,31 @@ def decide_family(comparisons: dict[str, tuple[np.ndarray, np.ndarray]], alpha: 
             continue
         tested[name] = paired_differences(x, y)
     names = sorted(tested)
-    pvalues = {n: sign_flip_p(tested[n]) for n in names}
-    levels = holm_levels([pvalues[n] for n in names], alpha)
+    pvalues = {n: paired_p(tested[n], reps) for n in names}
+    extra = dict(extra_pvalues or {})
+    every = names + sorted(extra)
+    levels = holm_levels([pvalues[n] if n in pvalues else extra[n] for n in every], alpha)
+    for name, level in zip(every[len(names):], levels[len(names):]):
+        out[name] = Verdict(name, SUPPORTED if extra[name] <= level else INCONCLUSIVE, math.nan, math.nan, math.nan,
+                            None, level, extra[name], 0, len(every))
     for name, level in zip(names, levels):
         d, (x, y) = tested[name], pairs[name]
         delta = float(d.mean())
         rejected = pvalues[name] <= level
         verdict = INCONCLUSIVE if not rejected else SUPPORTED if delta > 0 else NOT_SUPPORTED
-        ci = mde = reason = None
+        ci = mde = share = reason = None
         if detail:
-            ci = sign_flip_interval(d, level)
+            ci = paired_interval(d, level, reps)
             if verdict == INCONCLUSIVE:
                 scale = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
-                mde = (detectable_effect(resampled_differences(d), d.size, level, scale=scale)
-                       if scale > 0 else None)
+                null = resampled_differences(d)
+                mde = detectable_effect(null, d.size, level, scale=scale) if scale > 0 else None
+                if solve_threshold is not None and scale > 0:
+                    share = detectable_solve_share(null, solve_jump(x, y, solve_threshold), d.size, level)
             if ci is None:
                 reason = _cannot_reject(d.size, level)
-        out[name] = Verdict(name, verdict, mean(x), mean(y), delta, ci, level, pvalues[name], d.size, len(names),
-                            mde, probability_of_improvement(x, y), reason)
+        out[name] = Verdict(name, verdict, mean(x), mean(y), delta, ci, level, pvalues[name], d.size, len(every),
+                            mde, probability_of_improvement(x, y), reason, min_detectable_solve_share=share)
     if solve_threshold is not None:
         measured = {n: solving(*pairs[n], solve_threshold) for n in names}
         solve_levels = holm_levels([measured[n].p for n in names], alpha)
@@ -557,6 +721,7 @@ def _heavy(rng, n):
 
 
 NULL_SHAPES = {"normal": _normal, "bimodal": _bimodal, "heavy-tailed": _heavy}
+BIMODAL_JUMP = 997.0 - 325.0  # a seed of the bimodal shape going from the plateau's mean to solved
 
 
 def null_pair(shape) -> "callable":
@@ -584,34 +749,70 @@ def holm_rejections(pvalues, alpha: float = ALPHA) -> np.ndarray:
 GAP_FAMILY = ((1, 0), (2, 0), (2, 1))  # all_fixes vs baseline, reference vs baseline, reference vs all_fixes
 
 
+def _mcnemar_pvalues(only_x: np.ndarray, only_y: np.ndarray) -> np.ndarray:
+    from scipy import stats as scipy_stats
+
+    discordant = only_x + only_y
+    return np.where(discordant == 0, 1.0, np.minimum(1.0, 2.0 * scipy_stats.binom.cdf(
+        np.minimum(only_x, only_y), np.maximum(discordant, 1), 0.5)))
+
+
 def null_family_rates(sample_arm, seeds: int, families: int, alpha: float = ALPHA,
                       solve_threshold: float | None = None, seed: int = 0,
                       comparisons=GAP_FAMILY) -> tuple[float, float | None]:
-    """Simulated families with no true difference: three arms drawn by ``sample_arm(rng, n)``
-    and compared as the gap family is. Returns the share of families with any decisive
-    verdict, for the mean test and (given ``solve_threshold``) the solving test, decided
-    exactly as :func:`decide_family` decides them."""
+    """Simulated families with no true difference: arms drawn independently by
+    ``sample_arm(rng, n)`` (exchangeable) and compared as ``comparisons`` (arm index pairs) say.
+    Returns the share of families with any decisive verdict, for the mean test and (given
+    ``solve_threshold``) the solving test, decided exactly as :func:`decide_family` decides them
+    with ``reps=SIMULATED_BOOTSTRAP_T_REPS``."""
     rng = np.random.default_rng(seed)
     arms_drawn = 1 + max(max(pair) for pair in comparisons)
     scores = np.array([[sample_arm(rng, seeds) for _ in range(arms_drawn)] for _ in range(families)], dtype=float)
     differences = np.stack([scores[:, x] - scores[:, y] for x, y in comparisons], axis=1)  # (families, tests, seeds)
-    pvalues = sign_flip_pvalues(differences.reshape(-1, seeds)).reshape(families, len(comparisons))
-    if seeds < MIN_SEEDS:
-        pvalues[:] = 1.0
-    mean_rate = float(np.mean(holm_rejections(pvalues, alpha).any(axis=1)))
+    mean_rate = 0.0 if seeds < MIN_SEEDS else _any_rejected(differences, alpha)
     if solve_threshold is None:
         return mean_rate, None
-    from scipy import stats as scipy_stats
-
     solved = scores >= solve_threshold
     only_x = np.stack([(solved[:, x] & ~solved[:, y]).sum(axis=1) for x, y in comparisons], axis=1)
     only_y = np.stack([(solved[:, y] & ~solved[:, x]).sum(axis=1) for x, y in comparisons], axis=1)
-    discordant = only_x + only_y
-    mcnemar = np.where(discordant == 0, 1.0,
-                       np.minimum(1.0, 2.0 * scipy_stats.binom.cdf(np.minimum(only_x, only_y), np.maximum(discordant, 1), 0.5)))
+    mcnemar = _mcnemar_pvalues(only_x, only_y)
     if seeds < MIN_SEEDS:
         mcnemar[:] = 1.0
     return mean_rate, float(np.mean(holm_rejections(mcnemar, alpha).any(axis=1)))
+
+
+def _any_rejected(differences: np.ndarray, alpha: float) -> float:
+    """The share of families (families, tests, seeds) in which Holm rejects anything: exactly
+    those whose smallest p is at or under alpha / tests, Holm's first step."""
+    families, tests, seeds = differences.shape
+    rejected = paired_rejects(differences.reshape(-1, seeds), alpha / tests, SIMULATED_BOOTSTRAP_T_REPS)
+    return float(np.mean(rejected.reshape(families, tests).any(axis=1)))
+
+
+def list_comparisons(comparisons: Sequence[tuple[int, int]], envs: int) -> list[tuple[int, int, int | None]]:
+    """Every test a list of conclusions rests on: each comparison (x arm, y arm) pooled over the
+    environments and, with several, on each environment alone (env index; None: pooled)."""
+    out: list[tuple[int, int, int | None]] = [(x, y, None) for x, y in comparisons]
+    if envs > 1:
+        out += [(x, y, env) for x, y in comparisons for env in range(envs)]
+    return out
+
+
+def null_list_rates(draw, seeds: int, families: int, comparisons: Sequence[tuple[int, int]],
+                    alpha: float = ALPHA, seed: int = 0) -> float:
+    """The share of simulated lists of conclusions with at least one false decisive verdict.
+
+    ``draw(rng, families, seeds) -> (families, seeds, arms, envs)`` scores with no difference in
+    any arm's mean (the arms may differ in shape, and row i of every arm is one seed: pairing
+    kept). Every comparison pooled and per environment (:func:`list_comparisons`) is decided as
+    :func:`decide_family` decides one list, one Holm over all of them, with
+    ``reps=SIMULATED_BOOTSTRAP_T_REPS``."""
+    scores = np.asarray(draw(np.random.default_rng(seed), families, seeds), dtype=float)
+    tests = list_comparisons(comparisons, scores.shape[3])
+    rows = [(scores[:, :, x] - scores[:, :, y]).mean(axis=2) if env is None else
+            scores[:, :, x, env] - scores[:, :, y, env] for x, y, env in tests]
+    differences = np.stack(rows, axis=1)  # (families, tests, seeds)
+    return 0.0 if seeds < MIN_SEEDS else _any_rejected(differences, alpha)
 
 
 def power_table(seeds: int, level: float, sims: int = SIMULATIONS, seed: int = 0) -> dict[str, float | None]:
