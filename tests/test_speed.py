@@ -345,11 +345,14 @@ def test_the_commit_answers_a_warm_run_trusts_are_what_git_says(upstreams, tmp_p
     argv = ["report", *repo_flags(upstreams), "--slm", "HEAD", "-q", "--family", "dm_control"]
     code, _, _ = run_main(argv + ["--output", str(tmp_path / "cold") + "/"], tmp_path, cache)
     assert code == 0
-    stored = sorted((cache / "facts").glob("v2/commits/*.json"))
+    from brax_diff.extract.factcache import LAYOUT_VERSION
+    from brax_diff.safety.io import unsealed
+
+    stored = sorted((cache / "facts").glob(f"{LAYOUT_VERSION}/commits/*.json"))
     assert len(stored) == 3  # one commit per side
     repos = {side: Repository(upstreams[side], side) for side in ("brax", "playground", "slm")}
     for file in stored:
-        answers = json.loads(file.read_text())
+        answers = unsealed(json.loads(file.read_text()))  # the entry with its digest checked
         sha = file.stem
         repo = next(r for r in repos.values() if r.resolve("HEAD").sha == sha)
         commit = repo.git.commit(sha)
