@@ -212,12 +212,7 @@ def test_the_gap_is_measured_against_the_stand_in_too_in_a_family_of_its_own():
     are one list of conclusions, held under one Holm (3 gap + 2 stand_in comparisons here)."""
     from brax_diff.verify.runner import equivalence, gap_summary, verdicts
 
-    built = build_plan(extraction("brax", BRAX_WITH_SEMANTICS), extraction("slm", SLM_WITH_SEMANTICS),
-                       envs=["CartpoleBalance"], seeds=10, budget=1600, arms=("gap", "stand_in"))
-    scores = {"baseline": [210.0, 230.0, 190.0, 250.0, 220.0] * 2,
-              "all_fixes": [640.0, 700.0, 610.0, 680.0, 660.0] * 2,
-              "reference": [760.0, 800.0, 720.0, 780.0, 790.0] * 2,
-              "stand_in": [770.0, 790.0, 735.0, 770.0, 785.0] * 2}
+    built, scores = _gap_and_stand_in_at_ten_seeds()
     runs = _recorded(built, scores)
     decided = verdicts(built, runs)
     family = {v["name"]: v for v in decided if v["family"] == "stand_in"}
@@ -259,18 +254,25 @@ def test_a_difference_inside_the_margin_is_still_said_to_be_a_difference():
     assert few["p"] is None and few["ci"] is None and "cannot reject at 0.05" in few["reason"]
 
 
-def test_the_equivalence_and_the_paired_difference_join_the_list_of_conclusions_holm():
-    """Issue 37: every claim the conclusions list is under one Holm: the stand-in's
-    equivalence (one intersection-union test) and its paired difference per environment are
-    two more tests beside the 5 comparisons, and "equivalent" holds only at the level it gets."""
-    from brax_diff.verify.runner import judge
-
+def _gap_and_stand_in_at_ten_seeds():
+    """A plan of the gap and stand_in arms at 10 seeds, with scores where all_fixes closes most
+    of the gap and the stand-in sits on the reference."""
     built = build_plan(extraction("brax", BRAX_WITH_SEMANTICS), extraction("slm", SLM_WITH_SEMANTICS),
                        envs=["CartpoleBalance"], seeds=10, budget=1600, arms=("gap", "stand_in"))
     scores = {"baseline": [210.0, 230.0, 190.0, 250.0, 220.0] * 2,
               "all_fixes": [640.0, 700.0, 610.0, 680.0, 660.0] * 2,
               "reference": [760.0, 800.0, 720.0, 780.0, 790.0] * 2,
               "stand_in": [770.0, 790.0, 735.0, 770.0, 785.0] * 2}
+    return built, scores
+
+
+def test_the_equivalence_and_the_paired_difference_join_the_list_of_conclusions_holm():
+    """Issue 37: every claim the conclusions list is under one Holm: the stand-in's
+    equivalence (one intersection-union test) and its paired difference per environment are
+    two more tests beside the 5 comparisons, and "equivalent" holds only at the level it gets."""
+    from brax_diff.verify.runner import judge
+
+    built, scores = _gap_and_stand_in_at_ten_seeds()
     decided, same = judge(built, _recorded(built, scores))
     assert {v["tests_in_family"] for v in decided} == {7}
     test = same["envs"]["CartpoleBalance"]
