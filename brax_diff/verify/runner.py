@@ -511,6 +511,14 @@ def _run_in_processes(plan: Plan, work: list[list[int]], done: dict[int, RunResu
                             bar.finish_run(done[index])
             except BrokenProcessPool as exc:
                 for unit in reversed(list(in_flight.values())):  # requeued in their order, at the front
+                    # A unit that finished as the pool broke stored its results from its worker: taken
+                    # from the cache, not trained again (it used to run twice, charged a death).
+                    stored = [cache.load(plan.runs[i]) for i in unit]
+                    if all(r is not None and r.status == OK for r in stored):
+                        for index, found in zip(unit, stored):
+                            done[index] = replace(found, spec=plan.runs[index])
+                            bar.finish_run(done[index])
+                        continue
                     deaths[unit] += 1
                     if deaths[unit] <= WORKER_DEATHS_ALLOWED:
                         queue.appendleft(unit)
