@@ -10,11 +10,13 @@ no network and carries at most 64 MiB. So the work is split in two:
 * ``run`` (there): nothing is read from a repository. Timed runs of a few updates measure
   Brax's trainer at Playground's config (the reference) and the PyTorch trainer with Brax's
   settings (the stand-in); from those rates the two are planned to Brax's own budget if it fits,
-  with as many paired seeds as fit (up to 20), else to the largest budget that fits two seeds,
-  in what is left of the call's deadline; they train through :func:`brax_diff.verify.run_plan`
+  with as many paired seeds as fit (up to 20), else to the largest budget that fits two seeds
+  (with fewer checkpoints, then one seed, if need be: :func:`fit_window`), in what is left of
+  the call's deadline; they train through :func:`brax_diff.verify.run_plan`
   (verdicts, equivalence, verify.json); then one update of SLM-Lab's baseline at its own env
   count is timed, and ``window.json`` records the rates, the fit, and what baseline /
   spec_fixes / all_fixes / reference at 10 and 20 seeds would cost.
+* ``plan`` (anywhere, static): what ``run`` would plan at stated rates, before a GPU is lent.
 
 The cost of a run is ``overhead + updates x update_seconds + (evals + 1) x eval_seconds``, each
 term measured (``Rate``); the overhead (compilation, building the environment) is the measured
