@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from brax_diff.extractors.engine import flow
-from brax_diff.extractors.engine.flow import Engine, Loader, const, plain
+from brax_diff.extractors.engine.flow import Engine, Loader, plain
 from test_flow_loops import MemorySnapshot
 
 PROGRAM = '''

@@ -4,7 +4,6 @@ leaves a marker file; a report, a history walk and an extraction over it leave n
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 

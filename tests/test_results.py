@@ -4,11 +4,9 @@ its ranking are tests/test_results_join.py."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from brax_diff.cli import main
 from brax_diff.errors import BraxDiffError
 from brax_diff.compare.results import frames_number, parse_benchmarks, parse_table, read_benchmarks, read_table, status
 

@@ -13,7 +13,7 @@ from brax_diff.errors import SourceError
 from brax_diff.sources.repository import Repository
 from brax_diff.sources.worktree import WorkTreeSnapshot, git_blob_id
 from gitfixture import _git, add_commit
-from slm_fixtures import ACTOR_CRITIC, SPEC, line_of
+from slm_fixtures import SPEC, line_of
 from upstream_repos import SPEC_PATH, make_upstreams, repo_flags
 
 

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import BraxDiffError
-from ..facts.model import dumps
 from ..safety.escape import one_line
 from ..safety.io import read_text, sealed, unsealed, write_atomic
 from ..sources.repository import cache_dir as default_cache_dir

@@ -22,13 +22,11 @@ imported changes it) and the candidate list is re-queried when its paths changed
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import importlib.util
 import sys
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import BraxDiffError, SourceError

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import brax_diff
 
 from ..compare.pairing import compare, key_order, values_equal
 from ..compare.results import incomparable_reasons
-from ..errors import BraxDiffError, ConfigError
+from ..errors import ConfigError
 from ..facts.model import Extraction, Provenance, dumps, format_value, md_cell
 from ..safety.escape import md_code, md_text
 from ..sources.permalinks import permalink
@@ -36,8 +35,8 @@ from ..safety.io import read_json
 from ..safety.jinja_bytecode import private_bytecode_cache
 from ..facts.scope import FORMATS, Scope, extraction_calls  # noqa: F401 (re-exported)
 from ..compare.severity import worst_at_or_above  # noqa: F401 (re-exported)
-from ..compare.rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, at_or_above, classify,
-                    recommended_order, recommended_steps)
+from ..compare.rules import (RISK_LEVELS, SEVERITIES, Classified, RuleTable, classify,
+                    recommended_steps)
 from ..facts.vocabulary import KEYS, PER_ENVIRONMENT, TOPICS
 
 SCHEMA = 1  # bump when the report JSON changes shape

@@ -20,7 +20,6 @@ def verify_scope(brax_extractor, slm_extractor, scope: Scope, variant: str | Non
     """`brax-diff verify` on the scope's environment with the preset this machine can run (gpu
     or cpu), spec_fixes being the variant `brax-diff fix` writes beside the trainer-level
     all_fixes (verify's default); the result's JSON."""
-    from pathlib import Path
 
     from . import build_plan, run_plan, training_stack_missing
     from .plan import resolve_options

@@ -35,7 +35,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import BraxDiffError
 from ..safety.escape import one_line
@@ -43,6 +43,9 @@ from ..facts.model import Extraction, dumps
 from ..facts.vocabulary import KEYS, canonical_activation
 from .settings import (BRAX_SEMANTICS, DERIVED_KEYS, FIELDS, SCHEDULE_ENDS, TRAINER_FIXED, UNSUPPORTED_KEYS,
                        TrainerSettings, apply_fact, expressible, settings_from_facts)
+
+if TYPE_CHECKING:  # costs imports plan: the estimate's type only
+    from .costs import Estimate
 
 DEFAULT_ENV = "CartpoleBalance"
 DEFAULT_SEEDS = 5

@@ -36,9 +36,8 @@ from ..facts.model import dumps
 from ..safety.io import write_atomic
 from . import stats
 from .cache import FAILED, OK, RunCache, RunResult
-from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BATCHED, BRAX, GAP_COMPARISONS, REFERENCE, SPEC_FIXES,
-                   STAND_IN, STAND_IN_COMPARISONS, TORCH, Plan, RunSpec, check_executor, units)
-from .settings import TrainerSettings
+from .plan import (ALL_FIXES, ARM_TITLES, BASELINE, BRAX, GAP_COMPARISONS, REFERENCE, SPEC_FIXES,
+                   STAND_IN, STAND_IN_COMPARISONS, TORCH, Plan, check_executor, units)
 from .worker import Progress, Runner, configure_cpu_process, pick_device, quiet_xla_logs, run_worker_unit, start_worker
 
 CPU_HINT = ("no GPU visible to both JAX and PyTorch: training on the CPU; `brax-diff verify --plan` estimates "

@@ -297,8 +297,3 @@ def spec_value(value: Any, lines: Mapping[tuple, int], where: Callable[[int], Pr
         return V([spec_value(v, lines, where, path + (str(i),)) for i, v in enumerate(value)], prov)
     return V(value, prov)
 
-
-__all__ = ["Engine", "Loader", "V", "Sym", "Phi", "Unknown", "Raised", "Instance", "Function", "Class", "Module",
-           "const", "sym", "unknown", "is_const", "plain", "why_not_constant", "describe", "linear", "Linear",
-           "terms", "mentions", "call_name", "call_operand", "qualified_name", "short_name", "all_lines",
-           "spec_value", "merge"]

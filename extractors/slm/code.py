@@ -18,7 +18,6 @@ from typing import Any
 import libcst as cst
 
 from brax_diff.errors import SourceError
-from brax_diff.safety.limits import operation_refused
 from brax_diff.sources.repository import Snapshot
 
 from ..engine.pyast import NotLiteral, PyModule, calls_named, descendants, dotted_name, literal, parse_file
